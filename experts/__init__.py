@@ -12,16 +12,13 @@ if TYPE_CHECKING:
 
 def build_experts(cfg: "AnalyzeSection") -> dict[str, Expert]:
     """The experts of the configured profile, in dependency order (an expert after those it needs)."""
-    if cfg.profile != "embedded":
-        raise ValueError(f"expert profile {cfg.profile!r} is not available; use 'embedded'")
-    from experts.asr import WhisperASRExpert
-    from experts.domain import HeuristicDomainExpert
-    from experts.levels import LevelsExpert
-    from experts.quality import DNSMOSExpert
-    from experts.vad import SileroVADExpert
-
-    ordered = [LevelsExpert(), SileroVADExpert(), DNSMOSExpert(), WhisperASRExpert(beam_size=cfg.asr_beam_size),
-               HeuristicDomainExpert()]
+    if cfg.profile == "embedded":
+        from experts.profile_embedded import embedded_experts as make
+    elif cfg.profile == "paper":
+        from experts.profile_paper import paper_experts as make
+    else:
+        raise ValueError(f"expert profile {cfg.profile!r} is not available; use 'embedded' or 'paper'")
+    ordered = make(cfg)
     out: dict[str, Expert] = {}
     for e in ordered:
         missing = [n for n in e.needs if n not in out]

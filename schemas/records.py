@@ -143,6 +143,134 @@ class NamedValue(Record):
     value: float
 
 
+# ------------------------------------------------------------------- expert slots added for issue [3/7]
+# One record per slot; the embedded default and the paper backend of a slot write the same record to the
+# same table, and say which they are in `backend` (a heuristic's backend starts with "heuristic:").
+
+
+class LabelProb(Record):
+    """A label with its probability (0–1)."""
+
+    label: str
+    prob: float
+
+
+class WindowTags(Record):
+    start_s: float
+    end_s: float
+    tags: list[LabelProb]
+
+
+class SoundEvents(ExpertRecord):
+    """Table `tags`: sound-event labels per non-overlapping window (2 s) and for the whole clip."""
+
+    label_set: str  # e.g. "audioset-527"; "heuristic-coarse" for the offline default
+    window_s: float
+    windows: list[WindowTags]
+    clip_tags: list[LabelProb]  # top labels over the clip (max over windows), descending prob
+
+
+class SpeakerTurn(Record):
+    speaker: str
+    start_s: float
+    end_s: float
+
+
+class Diarization(ExpertRecord):
+    """Table `diarization`: who spoke when."""
+
+    n_speakers: int
+    turns: list[SpeakerTurn]
+    skipped_reason: str | None
+
+
+class SpeakerProfile(Record):
+    speaker: str
+    speech_s: float
+    gender: list[LabelProb]
+    age_band: list[LabelProb]
+    emotion: list[LabelProb]
+    accent: list[LabelProb]
+    pitch_median_hz: float | None
+    pitch_iqr_hz: float | None
+    energy_dbfs: float | None
+    method: str  # how the labels were obtained, e.g. "heuristic:pitch-energy" or an HF model id
+
+
+class SpeakerAttributes(ExpertRecord):
+    """Table `speakers`: per-speaker gender / age band / emotion / accent with probabilities."""
+
+    speakers: list[SpeakerProfile]
+    skipped_reason: str | None
+
+
+class TranscriptCheck(ExpertRecord):
+    """Table `asr_check`: signs that the transcript is a Whisper hallucination rather than speech."""
+
+    flags: list[str]  # e.g. "known_phrase", "repetition", "no_vad_support", "low_confidence"
+    hallucination_score: float  # 0 = looks like real speech, 1 = almost surely hallucinated
+    vad_support: float  # share of word time inside VAD speech segments
+
+
+class StemLevel(Record):
+    stem: str  # "vocals", "drums", "bass", "other" (demucs) or "harmonic", "percussive" (HPSS)
+    rms_dbfs: float
+    energy_share: float
+
+
+class Separation(ExpertRecord):
+    """Table `separation`: source separation summary (stems' levels); vocals go back through the speech path."""
+
+    method: str
+    stems: list[StemLevel]
+    vocals_speech_s: float | None  # VAD speech found in the vocals stem (demucs) — None when not separated
+    skipped_reason: str | None
+
+
+class MusicAnalysis(ExpertRecord):
+    """Table `music`: tempo, beats, key, loudness contour, and tags (empty when no tagger is configured)."""
+
+    analyzed: bool
+    skipped_reason: str | None
+    tempo_bpm: float | None
+    beat_times_s: list[float]
+    beat_strength: float | None
+    key: str | None  # e.g. "A minor"
+    key_confidence: float | None
+    harmonic_ratio: float | None
+    loudness_contour_db: list[float]  # short-term loudness per 0.5 s hop
+    tags: list[LabelProb]  # mood / genre / instrument; empty offline, never invented
+    tagger: str | None
+
+
+class RoomAcoustics(ExpertRecord):
+    """Table `acoustics`: reverberation, SNR and effective bandwidth estimates (+ PLCMOS where computed)."""
+
+    rt60_s: float | None  # blind estimate; None when the clip has no usable decays
+    drr_db: float | None
+    snr_db: float | None
+    bandwidth_hz: float
+    plcmos: float | None
+    method: str
+
+
+class NISQAScores(ExpertRecord):
+    """Table `nisqa` (paper profile): NISQA MOS and its four dimensions, 1–5."""
+
+    mos: float
+    noisiness: float
+    discontinuity: float
+    coloration: float
+    loudness: float
+
+
+class AudioDescription(ExpertRecord):
+    """Table `description`: an optional global description by an audio-language model (off by default)."""
+
+    text: str
+    model: str
+
+
 # ------------------------------------------------------------------------------------------ synthesis
 class Evidence(Record):
     """The compact expert evidence one clip's prompts are rendered from."""
