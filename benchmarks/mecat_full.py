@@ -9,6 +9,7 @@ Only our implementation runs (the official one needs hours at this size on CPU; 
 for a like-for-like comparison). The FENSE error checker is off (its checkpoint is a download).
 
     PYTHONPATH=. python benchmarks/mecat_full.py [--limit N] [--metrics date,fense,bleu] [--device cpu|cuda]
+        [--threads T] [--reference-cache DIR] [--system baseline|echo]
 
 `--limit N` keeps the first N references (sorted keys) of every group; Score_Cap/Score_QA are then over
 that subset.
@@ -55,10 +56,19 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--reference-cache", type=Path, default=None,
+                    help="directory for metrics.refcache.ReferenceCache; run twice to time cold vs warm")
+    ap.add_argument("--system", default="baseline", choices=["baseline", "echo"],
+                    help="baseline candidates (see above) or 'echo': the baseline with 'It sounds like' prepended "
+                    "(a second system for the warm-cache run)")
     args = ap.parse_args()
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     torch.set_num_threads(args.threads)
 
+    cache = None
+    if args.reference_cache is not None:
+        from metrics.refcache import ReferenceCache
+        cache = ReferenceCache(args.reference_cache)
     root = wheel_root()
     t0 = time.perf_counter()
     sbert = load_sbert() if {"date", "fense"} & set(metrics) else None
@@ -72,8 +82,11 @@ def main() -> None:
         keys = sorted(refs)[: args.limit] if args.limit else sorted(refs)
         refs = {k: refs[k] for k in keys}
         preds = baseline(group, refs, caption_refs)
+        if args.system == "echo":
+            preds = {k: "It sounds like " + v for k, v in preds.items()}
         start = time.perf_counter()
-        res = score_group(group, preds, refs, metrics, sbert=sbert, device=args.device, batch_size=args.batch_size)
+        res = score_group(group, preds, refs, metrics, sbert=sbert, device=args.device, batch_size=args.batch_size,
+                          reference_cache=cache)
         if args.device == "cuda":
             torch.cuda.synchronize()
         dt = time.perf_counter() - start
@@ -82,6 +95,8 @@ def main() -> None:
         scores = "  ".join(f"{m} {100 * v:5.1f}" for m, v in res.means().items())
         print(f"{group:22s} {len(keys):6d} samples {dt:8.2f} s  {1000 * dt / max(len(keys), 1):6.2f} ms/sample  {scores}",
               flush=True)
+    if cache is not None:
+        print(f"reference cache {args.reference_cache}: {cache.hits} hits, {cache.misses} misses")
     print(f"total scoring {total:.1f} s for {n_total} samples ({1000 * total / max(n_total, 1):.2f} ms/sample); "
           f"wall incl. reading references {time.perf_counter() - t0:.1f} s\n")
     print(MecatReport.from_groups(metrics, groups).markdown("baseline on the MECAT test set"

@@ -3,6 +3,7 @@
     earmark demo                       generate a sample corpus and build a benchmark from it (offline)
     earmark build INPUT... -d NAME     build a benchmark dataset from audio files/directories
     earmark evaluate -d NAME -p FILE   score predictions against the latest version (--metric date|fense|bleu)
+    earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
     earmark sql -d NAME "SELECT …"     query a dataset's catalog
     earmark corpus OUT_DIR             only generate the sample corpus
     earmark llm-serve                  run the embedded LLM server in the foreground
@@ -37,7 +38,6 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-model", help="model id (embedded: qwen2.5-coder-0.5b-instruct-q4_k_m or smollm2-135m-instruct)")
     p.add_argument("--llm-schema-mode", choices=["llama_cpp", "json_schema"],
                    help="how to ask for JSON: llama_cpp (json_object + schema) or json_schema (vLLM/OpenAI)")
-    p.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
 
 
 def _config(args: argparse.Namespace, dataset_default: str, **extra: Any) -> Config:
@@ -136,7 +136,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from flows.evaluate import evaluate_flow
 
     cfg = _config(args, "default")
-    out = evaluate_flow(cfg, args.predictions, args.subtask, args.model_name, args.version, args.metric, args.device)
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    out = evaluate_flow(cfg, args.predictions, args.subtask, args.model_name, args.version, args.metric, args.device,
+                        endpoint=args.endpoint, model_id=args.model_id, tasks=tasks, judge=args.judge)
     print(out["markdown"])
     print(f"report: {out['report']}; per-sample scores: table `scores`, eval_id {out['eval_id']}")
     return 0
@@ -185,26 +187,38 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("inputs", nargs="+", type=Path, help="audio files and/or directories")
     _common(b)
     _llm_args(b)
+    b.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
     b.set_defaults(fn=cmd_build)
 
     d = sub.add_parser("demo", help="generate a sample corpus (2 clips per domain) and build dataset 'demo'")
     _common(d, "demo")
     _llm_args(d)
+    d.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=cmd_demo)
 
-    e = sub.add_parser("evaluate", help="score predictions ({key: text} files) against a version")
+    e = sub.add_parser("evaluate", help="score a model on a version: its prediction files, or ask it (--endpoint)")
     _common(e)
-    e.add_argument("-p", "--predictions", type=Path, required=True,
-                   help="a .jsonl/.json/.csv/.txt file for one subtask, or a directory of <subtask>.<ext> files")
-    e.add_argument("--subtask", help="what the file predicts: a caption kind (short, long, speech, music, sound, "
-                   "environment); with a MECAT metric also a QA category or 'qa' (all categories in one file)")
+    e.add_argument("-p", "--predictions", type=Path,
+                   help="a .jsonl/.json/.csv/.txt file for one subtask, or a directory of <subtask>.<ext> files "
+                   "(caption kinds, QA categories or qa, entailment, ifeval)")
+    e.add_argument("--endpoint", help="instead of --predictions: an OpenAI-compatible audio chat endpoint (…/v1) "
+                   "of the model under test; every kept item of --tasks is asked and answers are stored")
+    e.add_argument("--model-id", help="model id sent to --endpoint (default: --model-name)")
+    e.add_argument("--tasks", help="with --endpoint: comma-separated captions,qa,entailment,ifeval (default all)")
+    e.add_argument("--subtask", help="what a single file predicts: a caption kind (short, long, speech, music, sound, "
+                   "environment), entailment, ifeval; with a MECAT metric also a QA category or 'qa'")
     e.add_argument("--metric", default="similarity",
-                   help="similarity (SBERT cosine, default) or MECAT metrics date, fense, bleu (comma-separated); "
-                   "MECAT metrics report Score_Cap/Score_QA in the paper's Table 2/3 layout")
+                   help="captions/QA: similarity (SBERT cosine, default) or MECAT metrics date, fense, bleu "
+                   "(comma-separated; Score_Cap/Score_QA in the paper's Table 2/3 layout). Entailment and ifeval "
+                   "answers are always scored with their own metrics")
+    e.add_argument("--judge", default="auto", choices=["auto", "llm", "off"],
+                   help="LLM that reads entailment answers and judges IFEval answers: auto = the --llm-endpoint "
+                   "model if one is given, else string rules only; llm = that endpoint or the embedded model; off")
+    _llm_args(e)
     e.add_argument("--device", help="cpu (default) or cuda, for date/fense")
-    e.add_argument("--model-name", default="model")
+    e.add_argument("--model-name", default="model", help="name the scores are stored and reported under")
     e.add_argument("--version", help="dataset version (default: latest)")
     e.set_defaults(fn=cmd_evaluate)
 

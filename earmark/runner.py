@@ -16,7 +16,7 @@ import base64
 import hashlib
 import io
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
@@ -86,12 +86,16 @@ def _message_text(reply: dict) -> tuple[str, str | None]:
     return text, None
 
 
+Request = tuple[str, str, str]  # (subtask, prediction key, prompt)
+
+
 def run_model(
     clips: Iterable[tuple[str, bytes]],
     prompts: Mapping[str, str] | None,
     endpoint: str,
     model: str,
     *,
+    requests: Callable[[str], Sequence[Request]] | None = None,
     api_key: str | None = None,
     cache_dir: str | Path | None = None,
     max_concurrency: int = 4,
@@ -104,57 +108,65 @@ def run_model(
     """Ask `model` at `endpoint` (base URL ending in /v1) for every (clip, subtask) prediction.
 
     `clips` yields (clip_id, audio bytes) and is consumed lazily: at most ~2×max_concurrency encoded
-    clips are held at once. `prompts` maps subtask → prompt (None: MECAT's caption prompts).
+    clips are held at once. `prompts` maps subtask → prompt (None: MECAT's caption prompts), keyed by
+    clip id. For per-item prompts (QA questions, entailment hypotheses, IFEval instructions) pass
+    `requests`: clip_id → [(subtask, key, prompt), …]; `prompts` then only names the subtasks.
     """
     prompts = dict(MECAT_CAPTION_PROMPTS if prompts is None else prompts)
     if not prompts:
         raise ValueError("run_model: no prompts given; pass {subtask: prompt} or None for MECAT's caption prompts")
+    if requests is None:
+        def requests(clip_id: str) -> list[Request]:
+            return [(s, clip_id, p) for s, p in prompts.items()]
     params = {"max_tokens": max_tokens, "temperature": temperature}
     cache = ResponseCache(cache_dir) if cache_dir is not None else None
     out = ModelPredictions(prompts)
     client = LLMClient(endpoint, model, api_key=api_key, max_concurrency=max_concurrency, timeout_s=timeout_s,
                        max_retries=max_retries, backoff_s=backoff_s)
 
-    def ask(subtask: str, clip_id: str, wav_b64: str, audio_sha: str) -> tuple[str, str, str, str | None, bool]:
-        prompt = prompts[subtask]
+    def ask(subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str) -> tuple[str, str, str, str | None, bool]:
         # The key names the audio by its sha, not its bytes: same answer, 30 000× smaller key payload.
-        key = cache_key(model, [{"role": "user", "content": [{"type": "text", "text": prompt},
-                                                             {"type": "input_audio_sha256", "sha256": audio_sha}]}],
-                        params, None)
-        if cache is not None and (hit := cache.get(key)) is not None:
-            return subtask, clip_id, hit["text"], None, True
+        ckey = cache_key(model, [{"role": "user", "content": [{"type": "text", "text": prompt},
+                                                              {"type": "input_audio_sha256", "sha256": audio_sha}]}],
+                         params, None)
+        if cache is not None and (hit := cache.get(ckey)) is not None:
+            return subtask, key, hit["text"], None, True
         body = {"model": model, "messages": audio_message(prompt, wav_b64), **params}
         try:
             reply = client.post_json("/chat/completions", body)
         except LLMEndpointError as exc:
-            return subtask, clip_id, "", str(exc), False
+            return subtask, key, "", str(exc), False
         text, error = _message_text(reply)
         if error is None and cache is not None:
-            cache.put(key, {"text": text})
-        return subtask, clip_id, text, error, False
+            cache.put(ckey, {"text": text})
+        return subtask, key, text, error, False
 
     def collect(done: Iterable[Future]) -> None:
         for fut in done:
-            subtask, clip_id, text, error, cached = fut.result()
-            out[subtask][clip_id] = text
+            subtask, key, text, error, cached = fut.result()
+            out.setdefault(subtask, {})[key] = text
             out.cache_hits += cached
             if error is not None:
-                out.errors[subtask][clip_id] = error
+                out.errors.setdefault(subtask, {})[key] = error
 
     window = 2 * max_concurrency * len(prompts)
     pending: set[Future] = set()
     with client, ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="runner") as pool:
         for clip_id, audio in clips:
+            todo = list(requests(clip_id))
+            if not todo:
+                continue
             try:
                 wav = flac_to_wav(audio)
             except (RuntimeError, ValueError) as exc:  # sf.LibsndfileError is a RuntimeError
-                for subtask in prompts:
-                    out[subtask][clip_id] = ""
-                    out.errors[subtask][clip_id] = f"clip {clip_id}: audio could not be decoded ({exc}); re-ingest it"
+                for subtask, key, _ in todo:
+                    out.setdefault(subtask, {})[key] = ""
+                    out.errors.setdefault(subtask, {})[key] = (f"clip {clip_id}: audio could not be decoded ({exc}); "
+                                                               "re-ingest it")
                 continue
             wav_b64 = base64.b64encode(wav).decode("ascii")
             audio_sha = hashlib.sha256(wav).hexdigest()
-            pending |= {pool.submit(ask, s, clip_id, wav_b64, audio_sha) for s in prompts}
+            pending |= {pool.submit(ask, s, k, p, wav_b64, audio_sha) for s, k, p in todo}
             if len(pending) >= window:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 collect(done)

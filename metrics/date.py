@@ -25,8 +25,6 @@ df come from one sparse×dense product, and discrimination is a blocked N×N mat
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from metrics.refcache import reference_key
 from metrics.similarity import load_sbert
 
 # mecat.DATE.DATE.subset_data_delta and the group → subtask map of DATE.forward, verbatim.
@@ -221,8 +220,9 @@ def date_scores(
     `sbert`: a loaded sentence-transformers model or a local directory (default: all-MiniLM-L6-v2 wheel).
     `error_checker`: optional callable returning one penalty factor per candidate (1 = no error).
     `device`: "cpu" (default) or "cuda"; a loaded model is moved there.
-    `reference_cache`: a dict owned by the caller; the references' side of a group (its idf and embeddings)
-    does not depend on the candidates, so scoring several systems on one group embeds the references once.
+    `reference_cache`: a dict or a `metrics.refcache.ReferenceCache` (on disk); the references' side of a
+    group (its idf and embeddings) does not depend on the candidates, so scoring several systems on one
+    group — in this process or a later one — embeds the references once.
     """
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates but {len(references)} reference lists: give one list per candidate")
@@ -234,12 +234,15 @@ def date_scores(
     model = _resolve_model(sbert, dev)
     refs = [list(r) if len(r) else [""] for r in references]  # mecat's scorer substitutes "" for no reference
 
-    key = (id(model), str(dev), hashlib.sha256(json.dumps(refs).encode()).hexdigest())
-    ref_mean = reference_cache.get(key) if reference_cache is not None else None
+    ref_mean = None
+    if reference_cache is not None:
+        key = reference_key("date", model, refs)
+        ref_mean = reference_cache.get(key)
     if ref_mean is None:
         ref_mean = _reference_means(model, refs, dev, batch_size)
         if reference_cache is not None:
             reference_cache[key] = ref_mean
+    ref_mean = ref_mean.to(dev)
     cand = _corpus_embeddings(model, list(candidates), dev, batch_size)
 
     penalty = error_penalties(error_checker, candidates, dev)

@@ -16,14 +16,13 @@ The error checker's weights are a download, so it is optional: any `list[str] ->
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from metrics.date import _resolve_model, error_penalties
+from metrics.refcache import reference_key
 
 
 def _embed_unique(model, texts: list[str], device: torch.device, batch_size: int) -> torch.Tensor:
@@ -55,8 +54,10 @@ def fense_scores(
     model = _resolve_model(sbert, dev)
     refs = [list(r) if len(r) else [""] for r in references]  # mecat's scorer substitutes "" for no reference
 
-    key = ("fense", id(model), str(dev), hashlib.sha256(json.dumps(refs).encode()).hexdigest())
-    ref_mean = reference_cache.get(key) if reference_cache is not None else None
+    ref_mean = None
+    if reference_cache is not None:
+        key = reference_key("fense", model, refs)
+        ref_mean = reference_cache.get(key)
     if ref_mean is None:
         owner = torch.as_tensor(np.repeat(np.arange(n), [len(r) for r in refs]), device=dev)
         with torch.no_grad():
@@ -65,6 +66,7 @@ def fense_scores(
         ref_mean = ref_mean / torch.bincount(owner, minlength=n).clamp(min=1).unsqueeze(1).float()
         if reference_cache is not None:
             reference_cache[key] = ref_mean
+    ref_mean = ref_mean.to(dev)
     with torch.no_grad():
         cand = _embed_unique(model, list(candidates), dev, batch_size).to(dev)
 

@@ -357,11 +357,13 @@ class Score(Record):
     eval_id: str
     model_name: str
     dataset_version: str
-    clip_id: str
+    clip_id: str  # the scored key: a clip id (captions), `<clip>_<n>` (MECAT QA), or the clip of `item_id`
     subtask: str
     metric: str
     value: float
     prediction: str
+    item_id: str | None = None  # entailment / instruction item scored (None for MECAT captions and QA)
+    note: str | None = None  # how the value was decided, e.g. "pred=neutral gold=neutral by=llm"
 
 
 DomainDecision.model_rebuild()

@@ -106,8 +106,18 @@ def _run_official(model, group: str, cands: list[str], refs: list[list[str]]) ->
     return frame
 
 
+def _uneven_case(n: int) -> tuple[list[str], list[list[str]]]:
+    """content_long with 1–5 references per sample (earmark versions can lose references to QC)."""
+    cands, refs = _caption_case("long", "short", ("000", "S00", "0M0", "SMA"), n)
+    pool = [r for rs in refs for r in rs]
+    uneven = [(rs + pool[i * 3:i * 3 + 2])[: 1 + i % 5] for i, rs in enumerate(refs)]
+    assert {len(r) for r in uneven} == {1, 2, 3, 4, 5}
+    return cands, uneven
+
+
 CASES = {
     "content_long": lambda: _caption_case("long", "short", ("000", "S00", "0M0", "SMA"), 48),
+
     "mixed_music": lambda: _caption_case("music", "long", ("SM0", "0MA", "SMA"), 45),
     "direct_perception": lambda: _qa_case("direct_perception", 40),
 }
@@ -174,3 +184,41 @@ def test_reference_cache_gives_identical_scores(sbert):
     assert len(cache) == 1
     np.testing.assert_array_equal(warm.date, fresh.date)
     assert not np.array_equal(cold.similarity, warm.similarity)
+
+
+def test_disk_reference_cache_survives_the_process_and_keys_on_references(sbert, tmp_path):
+    from metrics.refcache import ReferenceCache
+
+    cands, refs = _qa_case("direct_perception", 12)
+    delta = GROUP_DELTA["direct_perception"]
+    first = ReferenceCache(tmp_path)
+    cold = date_scores(cands, refs, delta=delta, sbert=sbert, reference_cache=first)
+    assert (first.hits, first.misses) == (0, 1) and len(list(tmp_path.rglob("*.npy"))) == 1
+    second = ReferenceCache(tmp_path)  # a new scorer process reading the same directory
+    warm = date_scores(cands, refs, delta=delta, sbert=sbert, reference_cache=second)
+    assert (second.hits, second.misses) == (1, 0)
+    np.testing.assert_array_equal(warm.date, cold.date)
+    changed = [list(r) for r in refs]
+    changed[0][0] = changed[0][0] + " loudly"  # one reference edited → another key, never the stale entry
+    date_scores(cands, changed, delta=delta, sbert=sbert, reference_cache=second)
+    assert second.misses == 1 and len(list(tmp_path.rglob("*.npy"))) == 2
+
+
+def test_uneven_reference_counts(sbert, official):
+    """mecat 1.1.0 assumes the same number of references per sample and fails otherwise; an earmark version
+    can hold 1–3 references per clip after QC, so ours averages whatever references a sample has."""
+    from metrics.date import _corpus_embeddings
+
+    cands, refs = _uneven_case(40)
+    with pytest.raises(RuntimeError, match="must match the size"):
+        _run_official(official, "content_long", cands, refs)
+    ours = date_scores(cands, refs, delta=GROUP_DELTA["content_long"], sbert=sbert)
+    dev = torch.device("cpu")
+    ref_emb = _corpus_embeddings(sbert, [r for rs in refs for r in rs], dev, 32)
+    cand_emb = _corpus_embeddings(sbert, cands, dev, 32)
+    bounds = np.cumsum([0] + [len(r) for r in refs])
+    means = torch.stack([ref_emb[a:b].mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
+    np.testing.assert_allclose(ours.similarity, (cand_emb * means).sum(1).numpy(), atol=1e-6)
+    # the same samples with their 3 references each still match the official code (covered above); here
+    # a sample's score moves when its references change, and every score is finite
+    assert np.isfinite(ours.date).all() and 0 < ours.discrimination.mean() < 1
