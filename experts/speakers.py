@@ -1,0 +1,129 @@
+"""Per-speaker attributes from pitch and energy: a heuristic (no attribute model ships in a PyPI wheel).
+
+For each diarized speaker, the fundamental frequency (librosa pYIN, 65–600 Hz) and the 20 ms frame energy
+over that speaker's turns give:
+- gender: P(female) rises with the median F0 across 165 Hz, the usual boundary between adult male
+  (~85–155 Hz) and female (~165–255 Hz) voices. It is a pitch judgement, not an identity one.
+- age band: only "child" vs "adult" (median F0 far above adult ranges, > ~280 Hz); finer bands cannot be
+  read from pitch.
+- emotion: arousal only ("calm" / "neutral" / "animated") from pitch spread (inter-quartile range in
+  semitones) and loudness spread; valence (happy vs angry) is not observable this way.
+- accent: always empty: it cannot be estimated offline, and is never guessed.
+Every profile says so in `method`. The paper profile has model-based classifiers for the same slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from experts.audio import samples_16k
+from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
+
+HOP = 320  # 20 ms
+FMIN, FMAX = 65.0, 600.0
+METHOD = "heuristic:pitch-energy (median F0 → gender, child/adult; pitch and level spread → arousal)"
+NO_SPEAKERS_REASON = "no speakers (diarization found no speech)"
+# Logistic midpoints and scales, see the module docstring.
+FEMALE_HZ, FEMALE_SCALE = 165.0, 12.0
+CHILD_HZ, CHILD_SCALE = 280.0, 20.0
+AROUSAL_PITCH_ST, AROUSAL_PITCH_SCALE = 4.0, 1.5  # pitch IQR (semitones) of neutral read speech
+AROUSAL_LEVEL_DB, AROUSAL_LEVEL_SCALE = 8.0, 3.0  # voiced-frame level IQR (dB)
+
+
+def _sigmoid(z: float) -> float:
+    return float(1.0 / (1.0 + np.exp(-z)))
+
+
+def _ranked(probs: dict[str, float]) -> list[LabelProb]:
+    return [LabelProb(label=k, prob=round(v, 4)) for k, v in sorted(probs.items(), key=lambda kv: -kv[1])]
+
+
+def pitch_track(x: np.ndarray) -> np.ndarray:
+    """F0 per 20 ms frame (Hz), NaN where pYIN finds no voicing."""
+    import librosa
+
+    if x.size < 1024:
+        return np.full(max(1, x.size // HOP), np.nan)
+    f0, _, _ = librosa.pyin(x, fmin=FMIN, fmax=FMAX, sr=SAMPLE_RATE, frame_length=1024, hop_length=HOP,
+                            center=True)
+    return f0
+
+
+def frame_level_db(x: np.ndarray, n_frames: int) -> np.ndarray:
+    """RMS dBFS per 20 ms frame, aligned with `pitch_track` (centred frames)."""
+    pad = np.pad(x, (HOP // 2, HOP * n_frames))
+    frames = pad[: n_frames * HOP].reshape(n_frames, HOP)
+    return 20 * np.log10(np.maximum(np.sqrt(np.mean(frames**2, axis=1)), 1e-6))
+
+
+def voice_labels(f0: np.ndarray, level_db: np.ndarray) -> dict[str, Any]:
+    """The attribute estimates for one voice from its voiced-frame F0 (Hz) and frame levels (dB)."""
+    voiced = np.isfinite(f0)
+    if voiced.sum() < 5:
+        return {"gender": [], "age_band": [], "emotion": [], "pitch_median_hz": None, "pitch_iqr_hz": None,
+                "energy_dbfs": round(float(np.median(level_db)), 2) if level_db.size else None}
+    hz = f0[voiced]
+    med = float(np.median(hz))
+    q25, q75 = np.percentile(hz, [25, 75])
+    spread_st = 12 * np.log2(q75 / q25)
+    lv = level_db[voiced]
+    level_spread = float(np.subtract(*np.percentile(lv, [75, 25])))
+    female = _sigmoid((med - FEMALE_HZ) / FEMALE_SCALE)
+    child = _sigmoid((med - CHILD_HZ) / CHILD_SCALE)
+    arousal = (spread_st - AROUSAL_PITCH_ST) / AROUSAL_PITCH_SCALE + (level_spread - AROUSAL_LEVEL_DB) / AROUSAL_LEVEL_SCALE
+    animated, calm = _sigmoid(2 * (arousal / 2 - 0.5)), _sigmoid(2 * (-arousal / 2 - 0.5))
+    neutral = max(0.0, 1.0 - animated - calm)
+    total = animated + calm + neutral
+    return {
+        "gender": _ranked({"female": female, "male": 1 - female}),
+        "age_band": _ranked({"child": child, "adult": 1 - child}),
+        "emotion": _ranked({"animated": animated / total, "calm": calm / total, "neutral": neutral / total}),
+        "pitch_median_hz": round(med, 1),
+        "pitch_iqr_hz": round(float(q75 - q25), 1),
+        "energy_dbfs": round(float(np.median(lv)), 2),
+    }
+
+
+class PitchSpeakerAttributesExpert(Expert):
+    name = "speakers"
+    version = "1"
+    backend = "heuristic:pitch-energy-v1"
+    record = SpeakerAttributes
+    needs = ("diarization",)
+
+    def key_config(self) -> dict[str, Any]:
+        return {"hop": HOP, "fmin": FMIN, "fmax": FMAX, "female_hz": FEMALE_HZ, "child_hz": CHILD_HZ,
+                "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB]}
+
+    def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
+        diar = context.get("diarization", {})
+        missing = [c.clip_id for c in clips if c.clip_id not in diar]
+        if missing:
+            raise KeyError(f"speakers needs the diarization record of clips {missing[:3]}: run diarization first")
+        return [self._profile(c, diar[c.clip_id]) for c in clips]  # type: ignore[arg-type]
+
+    def _profile(self, clip: ClipAudio, diar: Diarization) -> SpeakerAttributes:
+        if not diar.turns:
+            return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=[],
+                                     skipped_reason=diar.skipped_reason or NO_SPEAKERS_REASON)
+        x = samples_16k(clip).astype(np.float64)
+        # One pYIN pass over the span that has speech, not per turn: pYIN's cost is per frame.
+        lo = int(min(t.start_s for t in diar.turns) * SAMPLE_RATE)
+        hi = int(max(t.end_s for t in diar.turns) * SAMPLE_RATE)
+        f0 = pitch_track(x[lo:hi])
+        level = frame_level_db(x[lo:hi], len(f0))
+        times = lo / SAMPLE_RATE + np.arange(len(f0)) * HOP / SAMPLE_RATE
+        profiles = []
+        for spk in sorted({t.speaker for t in diar.turns}):
+            turns = [t for t in diar.turns if t.speaker == spk]
+            mask = np.zeros(len(f0), bool)
+            for t in turns:
+                mask |= (times >= t.start_s) & (times < t.end_s)
+            labels = voice_labels(f0[mask], level[mask])
+            profiles.append(SpeakerProfile(speaker=spk, speech_s=round(sum(t.end_s - t.start_s for t in turns), 2),
+                                           accent=[], method=METHOD, **labels))
+        return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=profiles, skipped_reason=None)
