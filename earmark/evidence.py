@@ -3,7 +3,8 @@
 Small models write sensible text only from small focused prompts, so each caption kind gets a short
 plain-language rendering of *its own* evidence (`render`), with numbers turned into words the model can
 repeat without inventing. The full JSON (with probabilities) is stored in the `evidence` table and is what
-a capable endpoint gets.
+a capable endpoint gets: every expert table of the clip is in it, the known ones summarised, any other
+(e.g. a paper-profile table this module does not know) dumped generically without its lineage fields.
 """
 
 from __future__ import annotations
@@ -14,18 +15,32 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
+
 from schemas.records import (
     AcousticProfile,
     Clip,
+    Diarization,
     DomainDecision,
     Evidence,
+    LabelProb,
+    MusicAnalysis,
+    RoomAcoustics,
+    Separation,
+    SoundEvents,
+    SpeakerAttributes,
     SpeechActivity,
     SpeechQuality,
     Transcript,
+    TranscriptCheck,
 )
 
-EVIDENCE_VERSION = "1"
+EVIDENCE_VERSION = "2"
 MAX_TRANSCRIPT_WORDS = 60
+MAX_LIST = 12  # list fields of generically included tables are cut to this many items
+SUMMARISED = {"domain", "vad", "asr", "dnsmos", "levels", "asr_check", "diarization", "speakers", "tags",
+              "separation", "music", "acoustics"}
+LINEAGE = {"clip_id", "expert", "expert_version"}
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -76,7 +91,71 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> dict[str, Any]:
             "lufs": _r(lv.lufs, 1), "rms_dbfs": _r(lv.rms_dbfs, 1), "peak_dbfs": _r(lv.peak_dbfs, 1),
             "clipping_ratio": _r(lv.clipping_ratio, 5), "silence_ratio": _r(lv.silence_ratio),
         }
+    _add_slots(ev, records)
+    for table, rec in sorted(records.items()):  # tables this module does not know: included as they are
+        if table not in SUMMARISED and isinstance(rec, BaseModel):
+            ev[table] = _generic(rec.model_dump(exclude=LINEAGE))
     return ev
+
+
+def _generic(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _generic(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_generic(v) for v in value[:MAX_LIST]]
+    return value
+
+
+def _probs(labels: list[LabelProb], min_prob: float = 0.0) -> dict[str, float]:
+    return {lp.label: round(lp.prob, 3) for lp in labels if lp.prob >= min_prob}
+
+
+def _add_slots(ev: dict[str, Any], records: Mapping[str, Any]) -> None:
+    """The issue-[3/7] expert slots: speakers, transcript check, sound tags, music, acoustics."""
+    chk: TranscriptCheck | None = records.get("asr_check")
+    if chk is not None and "transcript" in ev.get("speech", {}):
+        ev["speech"]["hallucination"] = {"score": _r(chk.hallucination_score), "flags": chk.flags,
+                                         "vad_support": _r(chk.vad_support), "backend": chk.backend}
+    dia: Diarization | None = records.get("diarization")
+    spk: SpeakerAttributes | None = records.get("speakers")
+    if dia is not None and dia.skipped_reason is None:
+        people = {p.speaker: p for p in spk.speakers} if spk is not None else {}
+        ev["speakers"] = {
+            "count": dia.n_speakers, "backend": dia.backend,
+            "attributes_backend": spk.backend if spk is not None else None,
+            "speakers": [
+                {"speaker": name, "speech_s": _r(sum(t.end_s - t.start_s for t in dia.turns if t.speaker == name), 2)}
+                | ({"gender": _probs(p.gender), "age_band": _probs(p.age_band), "emotion": _probs(p.emotion),
+                    "accent": _probs(p.accent), "pitch_median_hz": _r(p.pitch_median_hz, 1), "method": p.method}
+                   if (p := people.get(name)) is not None else {})
+                for name in sorted({t.speaker for t in dia.turns})
+            ],
+            "turns": len(dia.turns),
+        }
+    tags: SoundEvents | None = records.get("tags")
+    if tags is not None:
+        ev["sound_tags"] = {"label_set": tags.label_set, "backend": tags.backend, "clip": _probs(tags.clip_tags, 0.05),
+                            "windows": [{"start_s": w.start_s, **_probs(w.tags, 0.5)} for w in tags.windows[:MAX_LIST]]}
+    sep: Separation | None = records.get("separation")
+    mus: MusicAnalysis | None = records.get("music")
+    if mus is not None and mus.analyzed:
+        contour = mus.loudness_contour_db
+        ev["music"] = {
+            "backend": mus.backend, "tempo_bpm": _r(mus.tempo_bpm, 1), "beats": len(mus.beat_times_s),
+            "beat_strength": _r(mus.beat_strength), "key": mus.key, "key_confidence": _r(mus.key_confidence),
+            "harmonic_ratio": _r(mus.harmonic_ratio), "tags": _probs(mus.tags), "tagger": mus.tagger,
+            "loudness_range_db": _r(max(contour) - min(contour), 1) if contour else None,
+        }
+        if sep is not None and sep.skipped_reason is None:
+            ev["music"]["separation"] = {"method": sep.method, "vocals_speech_s": sep.vocals_speech_s,
+                                         **{s.stem: _r(s.energy_share) for s in sep.stems}}
+    ac: RoomAcoustics | None = records.get("acoustics")
+    if ac is not None:
+        ev["acoustics"] = {"rt60_s": _r(ac.rt60_s, 2), "drr_db": _r(ac.drr_db, 1), "snr_db": _r(ac.snr_db, 1),
+                           "bandwidth_hz": _r(ac.bandwidth_hz, 0), "plcmos": _r(ac.plcmos, 2), "method": ac.method,
+                           "backend": ac.backend}
 
 
 def to_record(ev: dict[str, Any]) -> Evidence:
@@ -154,13 +233,37 @@ def _count(n: float) -> str:
     return "one" if n <= 1 else "a few" if n <= 3 else "several" if n <= 8 else "many"
 
 
+def _top(probs: dict[str, float] | None, min_prob: float = 0.6) -> str | None:
+    """The most likely label when it is likely enough to state."""
+    if not probs:
+        return None
+    label, prob = max(probs.items(), key=lambda kv: kv[1])
+    return label if prob >= min_prob else None
+
+
+def _speaker_lines(ev: dict[str, Any]) -> list[str]:
+    spk = ev.get("speakers")
+    if not spk or not spk.get("count"):
+        return []
+    n = spk["count"]
+    lines = ["- one speaker" if n == 1 else f"- {({2: 'two', 3: 'three'}).get(n, 'several')} different speakers"]
+    for i, p in enumerate(spk["speakers"][:3]):
+        words = [w for w in (_top(p.get("age_band"), 0.8), _top(p.get("gender"), 0.8)) if w and w != "adult"]
+        mood = {"calm": "calm", "animated": "lively"}.get(_top(p.get("emotion"), 0.5) or "")
+        desc = ", ".join(x for x in (" ".join(words) + " voice" if words else "", mood and f"{mood} tone") if x)
+        if desc:
+            lines.append(f"- {'the' if n == 1 else ('first', 'second', 'third')[i]} speaker: {desc}")
+    return lines
+
+
 def _speech_lines(ev: dict[str, Any]) -> list[str]:
     sp = ev.get("speech") or {}
     if not ev["content"]["speech"]["present"]:
         return []
     stretches = "one stretch" if sp.get("segments", 0) <= 1 else "several stretches with pauses"
-    lines = [f"- speech fills {_share(sp.get('speech_ratio') or 0)}, in {stretches}"]
-    if sp.get("transcript"):
+    lines = [f"- speech fills {_share(sp.get('speech_ratio') or 0)}, in {stretches}"] + _speaker_lines(ev)
+    doubtful = (sp.get("hallucination") or {}).get("score", 0.0) >= 0.5
+    if sp.get("transcript") and not doubtful:
         lines.append(f"- speaking pace: {_pace(sp.get('words_per_s'))}")
         lines.append(f"- transcript: <transcript>{_clean_transcript(sp['transcript'])}</transcript>")
     else:
@@ -169,6 +272,24 @@ def _speech_lines(ev: dict[str, Any]) -> list[str]:
 
 
 def _music_lines(ev: dict[str, Any]) -> list[str]:
+    mu = ev.get("music")
+    if mu:  # the music expert ran: its tempo, key and HPSS split
+        lines = []
+        bpm, strength = mu.get("tempo_bpm"), mu.get("beat_strength") or 0.0
+        if bpm and strength >= 0.3:
+            tempo = "slow" if bpm < 85 else "moderate" if bpm < 125 else "fast"
+            lines.append(f"- a {'clear' if strength >= 0.6 else 'soft'} steady beat at a {tempo} tempo")
+        else:
+            lines.append("- no clear steady beat")
+        if mu.get("key") and (mu.get("key_confidence") or 0) >= 0.4:
+            lines.append(f"- the harmony centres on {mu['key']}")
+        harm = mu.get("harmonic_ratio")
+        if harm is not None:
+            lines.append("- mostly sustained notes and chords" if harm >= 0.8 else
+                         "- strongly percussive and rhythmic" if harm < 0.4 else "- a mix of melody and percussion")
+        if (mu.get("loudness_range_db") or 0) > 12:
+            lines.append("- the loudness changes a lot over the clip")
+        return lines
     sig = ev.get("signal", {})
     lines = []
     if (sig.get("grid_score") or 0) > 0.2 and sig.get("grid_period_s"):
@@ -184,15 +305,45 @@ def _music_lines(ev: dict[str, Any]) -> list[str]:
     return lines
 
 
+_TAG_WORDS = {"impulsive sound": "short impulsive sounds such as knocks, steps or hits",
+              "noise": "noise-like sound, like wind, rain, traffic or hiss",
+              "tonal sound": "sounds with a steady pitch, like a hum, beep or whistle"}
+
+
 def _sound_lines(ev: dict[str, Any]) -> list[str]:
     sig = ev.get("signal", {})
     lines = []
+    tags = (ev.get("sound_tags") or {}).get("clip", {})
+    for label, words in _TAG_WORDS.items():
+        if tags.get(label, 0.0) >= 0.5:
+            lines.append(f"- {words}")
+    if lines:
+        return lines
     if (sig.get("offgrid_peaks") or 0) >= 1:
         lines.append(f"- {_count(sig['offgrid_peaks'])} short irregular sounds such as knocks, steps or barks")
     if (sig.get("sustained_noise_db") or -99) > -40:
         lines.append("- a lasting noise that rises and falls, like a passing vehicle, wind or rain")
     if (sig.get("floor_dbfs") or -99) > -45:
         lines.append("- a steady background noise bed")
+    return lines
+
+
+_REVERB = [(0.3, "dry, little room echo"), (0.7, "some room reverberation")]
+_SNR = [(10, "noisy, the background is close to the main sound"), (25, "some background noise under the main sound")]
+_BANDWIDTH = [(4500, "narrowband, telephone-like sound"), (7000, "somewhat muffled, limited high frequencies")]
+
+
+def _acoustics_lines(ev: dict[str, Any]) -> list[str]:
+    ac = ev.get("acoustics")
+    if not ac:
+        return []
+    lines = []
+    if ac.get("rt60_s") is not None:
+        lines.append(f"- room: {_grade(ac['rt60_s'], _REVERB, 'strongly reverberant, like a large hall')}")
+    if ac.get("snr_db") is not None:
+        lines.append(f"- signal to noise: {_grade(ac['snr_db'], _SNR, 'clean, the background is far below it')}")
+    if ac.get("bandwidth_hz"):
+        lines.append(f"- frequency range: {_grade(ac['bandwidth_hz'], _BANDWIDTH, 'full range, crisp highs')}")
     return lines
 
 
@@ -207,7 +358,7 @@ def _recording_lines(ev: dict[str, Any]) -> list[str]:
         lines.append("- audible clipping distortion")
     if (lv.get("silence_ratio") or 0) > 0.4:
         lines.append("- long silent gaps")
-    return lines
+    return lines + _acoustics_lines(ev)
 
 
 def render(ev: dict[str, Any], kind: str) -> str:
