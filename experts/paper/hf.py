@@ -1,0 +1,91 @@
+"""Hugging Face audio classifiers (AST, CED, wav2vec2 heads) loaded from a local directory, run in batches.
+
+Shared by the AudioSet tagger, the speaker-attribute classifiers and the music tagger. Loading is
+`local_files_only=True` always; remote code (CED) is trusted only when the model's own directory
+carries it (`auto_map` in its config.json), so nothing is fetched.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from experts.base import SAMPLE_RATE, load_once
+
+Activation = Literal["sigmoid", "softmax", "none"]
+
+
+@dataclass(frozen=True)
+class AudioClassifier:
+    model: Any
+    extractor: Any
+    labels: tuple[str, ...]
+    device: str
+    masks_padding: bool  # the extractor returns an attention mask, so zero-padding does not change results
+    lock: threading.Lock
+
+
+def _load(path: Path, device: str) -> AudioClassifier:
+    import torch
+    from transformers import AutoFeatureExtractor, AutoModelForAudioClassification
+
+    remote = "auto_map" in json.loads((path / "config.json").read_text())
+    extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True, trust_remote_code=remote)
+    model = AutoModelForAudioClassification.from_pretrained(str(path), local_files_only=True,
+                                                            trust_remote_code=remote)
+    model = model.to(torch.device(device)).eval()
+    labels = tuple(model.config.id2label[i] for i in range(len(model.config.id2label)))
+    return AudioClassifier(model=model, extractor=extractor, labels=labels, device=device,
+                           masks_padding=bool(getattr(extractor, "return_attention_mask", False)),
+                           lock=threading.Lock())
+
+
+def load_classifier(path: Path, device: str) -> AudioClassifier:
+    """The classifier in `path`, loaded once per worker process and device."""
+    return load_once(f"hf-audio-classifier:{path}:{device}", lambda: _load(path, device))
+
+
+def default_activation(clf: AudioClassifier, multi_label: bool) -> Activation:
+    """CED's head already ends in a sigmoid; other heads return logits."""
+    if getattr(clf.model.config, "model_type", "") == "ced":
+        return "none"
+    return "sigmoid" if multi_label else "softmax"
+
+
+def _batches(audios: Sequence[np.ndarray], batch_size: int, masks_padding: bool) -> list[list[int]]:
+    """Index batches. Without an attention mask, zero padding changes a model's output (group norm over
+    time), so only equal-length inputs share a batch; sorting by length keeps padding small either way."""
+    order = sorted(range(len(audios)), key=lambda i: len(audios[i]))
+    out: list[list[int]] = []
+    for i in order:
+        if out and len(out[-1]) < batch_size and (masks_padding or len(audios[out[-1][0]]) == len(audios[i])):
+            out[-1].append(i)
+        else:
+            out.append([i])
+    return out
+
+
+def classify(clf: AudioClassifier, audios: Sequence[np.ndarray], batch_size: int,
+             activation: Activation) -> np.ndarray:
+    """Label probabilities, shape (len(audios), len(clf.labels)), for 16 kHz float32 inputs."""
+    import torch
+
+    probs = np.zeros((len(audios), len(clf.labels)), dtype=np.float32)
+    for idx in _batches(audios, batch_size, clf.masks_padding):
+        feats = clf.extractor([audios[i] for i in idx], sampling_rate=SAMPLE_RATE, return_tensors="pt",
+                              padding=True)
+        feats = {k: v.to(clf.device) for k, v in feats.items()}
+        with clf.lock, torch.inference_mode():
+            logits = clf.model(**feats).logits.float()
+        if activation == "sigmoid":
+            logits = torch.sigmoid(logits)
+        elif activation == "softmax":
+            logits = torch.softmax(logits, dim=-1)
+        probs[idx] = logits.cpu().numpy()
+    return probs

@@ -1,0 +1,92 @@
+"""Speech quality with NISQA v2.0 (MOS + noisiness, discontinuity, coloration, loudness), bring your weights.
+
+The model is torchmetrics' port of NISQA (`torchmetrics.functional.audio.nisqa`, pure torch), loaded from
+a local checkpoint (`nisqa.tar` of github.com/gabrielmittag/NISQA) instead of torchmetrics' download.
+As NISQA's reference code does, audio is resampled to the checkpoint's `ms_sr` (48 kHz) before its mel
+spectrogram; torchmetrics' helper would use the input rate as is. Clips of a call are scored as one batch:
+each clip's mel segments are padded to the model's maximum and the model masks by each clip's length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from experts.audio import samples_16k
+from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from experts.models import require_package, require_weights
+from schemas.records import NISQAScores
+
+NISQA_HINT = ("on a machine with internet download weights/nisqa.tar from github.com/gabrielmittag/NISQA "
+              "and copy it to {path}")
+DIMENSIONS = ("mos", "noisiness", "discontinuity", "coloration", "loudness")  # the model's output order
+
+
+def _load(path: str, device: str) -> tuple[Any, dict]:
+    import torch
+    from torchmetrics.functional.audio.nisqa import _NISQADIM
+
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    args = dict(checkpoint["args"])
+    model = _NISQADIM(args)
+    model.load_state_dict(checkpoint["model_state_dict"], strict=True)
+    return model.to(device).eval(), args
+
+
+def random_checkpoint(path: Any, seed: int = 0, **overrides: Any) -> None:
+    """A randomly initialised NISQA checkpoint with NISQA v2.0's architecture (for tests and benchmarks)."""
+    import torch
+    from torchmetrics.functional.audio.nisqa import _NISQADIM
+
+    args = dict(ms_sr=48000, ms_fmax=20000, ms_n_mels=48, ms_hop_length=0.01, ms_win_length=0.02, ms_n_fft=4096,
+                ms_seg_length=15, ms_seg_hop_length=4, ms_max_segments=1300, cnn_c_out_1=16, cnn_c_out_2=32,
+                cnn_c_out_3=64, cnn_kernel_size=[3, 3], cnn_pool_1=[24, 7], cnn_pool_2=[12, 5], cnn_pool_3=[6, 3],
+                cnn_dropout=0.2, td_sa_d_model=64, td_sa_nhead=1, td_sa_h=64, td_sa_num_layers=2, td_sa_dropout=0.1,
+                pool_att_h=128, pool_att_dropout=0.1, **overrides)
+    torch.manual_seed(seed)
+    model = _NISQADIM(args)
+    for head in model.pool_layers:  # the five heads start as copies of one; make them differ
+        for p in head.parameters():
+            torch.nn.init.normal_(p, std=0.2)
+    torch.save({"args": args, "model_state_dict": model.state_dict()}, path)
+
+
+class NISQAExpert(Expert):
+    name = "nisqa"
+    version = "1"
+    record = NISQAScores
+
+    def __init__(self, checkpoint: str, models_dir: Any = None, *, device: str = "cpu", batch_size: int = 16) -> None:
+        require_package("nisqa", "torchmetrics", "install it with `pip install torchmetrics librosa`")
+        self.path = require_weights("nisqa", checkpoint, models_dir, files=(), hint=NISQA_HINT)
+        self.backend = f"nisqa-v2.0:torchmetrics:{checkpoint}"
+        self.device, self.batch_size = device, batch_size
+
+    def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[NISQAScores]:
+        scores: list[np.ndarray] = []
+        for s in range(0, len(clips), self.batch_size):
+            scores.extend(self.score([samples_16k(c) for c in clips[s : s + self.batch_size]]))
+        return [NISQAScores(**self.lineage(c.clip_id), **{k: round(float(v), 4) for k, v in zip(DIMENSIONS, row)})
+                for c, row in zip(clips, scores)]
+
+    def score(self, audios: list[np.ndarray]) -> np.ndarray:
+        """(len(audios), 5) predictions in DIMENSIONS order."""
+        import soxr
+        import torch
+        from torchmetrics.functional.audio.nisqa import _get_librosa_melspec, _segment_specs
+
+        model, args = load_once(f"nisqa:{self.path}:{self.device}", lambda: _load(str(self.path), self.device))
+        rate = int(args.get("ms_sr") or SAMPLE_RATE)
+        segments, n_wins = [], []
+        for a in audios:
+            # NISQA needs ms_seg_length mel frames at least: pad very short clips with silence.
+            a = np.pad(a, (0, max(0, int(0.2 * SAMPLE_RATE) - a.size)))
+            y = soxr.resample(a, SAMPLE_RATE, rate).astype(np.float32) if rate != SAMPLE_RATE else a
+            x, n = _segment_specs(torch.from_numpy(_get_librosa_melspec(y[None], rate, args)), args)
+            segments.append(x[0])
+            n_wins.append(int(n))
+        with torch.inference_mode():
+            out = model(torch.stack(segments).to(self.device), torch.tensor(n_wins))
+        return out.float().cpu().numpy()
