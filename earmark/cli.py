@@ -40,6 +40,14 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
                    help="how to ask for JSON: llama_cpp (json_object + schema) or json_schema (vLLM/OpenAI)")
 
 
+def _expert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--profile", choices=["embedded", "paper"],
+                   help="experts: embedded (offline, CPU; default) or paper (MECAT's models from --models-dir)")
+    p.add_argument("--models-dir", type=Path,
+                   help="paper profile weights, one directory per model id (default: $EARMARK_MODELS_DIR or "
+                   "~/.cache/earmark/models)")
+
+
 def _config(args: argparse.Namespace, dataset_default: str, **extra: Any) -> Config:
     overrides = {
         "data_root": str(args.data_root) if getattr(args, "data_root", None) else None,
@@ -48,6 +56,8 @@ def _config(args: argparse.Namespace, dataset_default: str, **extra: Any) -> Con
         "llm.model": getattr(args, "llm_model", None),
         "llm.schema_mode": getattr(args, "llm_schema_mode", None),
         "ingest.files_per_shard": getattr(args, "files_per_shard", None),
+        "analyze.profile": getattr(args, "profile", None),
+        "analyze.models_dir": str(args.models_dir) if getattr(args, "models_dir", None) else None,
         **extra,
     }
     cfg = load_config(args.config, overrides)
@@ -187,12 +197,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("inputs", nargs="+", type=Path, help="audio files and/or directories")
     _common(b)
     _llm_args(b)
+    _expert_args(b)
     b.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
     b.set_defaults(fn=cmd_build)
 
     d = sub.add_parser("demo", help="generate a sample corpus (2 clips per domain) and build dataset 'demo'")
     _common(d, "demo")
     _llm_args(d)
+    _expert_args(d)
     d.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
