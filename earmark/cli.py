@@ -148,7 +148,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     out = evaluate_flow(cfg, args.predictions, args.subtask, args.model_name, args.version, args.metric, args.device,
-                        endpoint=args.endpoint, model_id=args.model_id, tasks=tasks, judge=args.judge)
+                        endpoint=args.endpoint, model_id=args.model_id, tasks=tasks, judge=args.judge,
+                        sbert=args.sbert, error_checker=args.error_checker)
     print(out["markdown"])
     print(f"report: {out['report']}; per-sample scores: table `scores`, eval_id {out['eval_id']}")
     return 0
@@ -230,6 +231,11 @@ def parser() -> argparse.ArgumentParser:
                    "model if one is given, else string rules only; llm = that endpoint or the embedded model; off")
     _llm_args(e)
     e.add_argument("--device", help="cpu (default) or cuda, for date/fense")
+    e.add_argument("--sbert", help="sentence-embedding model for similarity/date/fense: a local directory or a cached "
+                   "HF repo id (default: paraphrase-TinyBERT-L6-v2 as in MECAT if cached, else all-MiniLM-L6-v2)")
+    e.add_argument("--error-checker", default="auto",
+                   help="FENSE error checker for date/fense: auto (on when ~/.fense_data/echecker_clotho_audiocaps_"
+                   "base.ckpt exists, else off and the report says so), off, or a checkpoint path")
     e.add_argument("--model-name", default="model", help="name the scores are stored and reported under")
     e.add_argument("--version", help="dataset version (default: latest)")
     e.set_defaults(fn=cmd_evaluate)

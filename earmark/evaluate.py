@@ -162,11 +162,11 @@ def report_markdown(model_name: str, version: str, summaries: list[KindSummary])
 
 def score_mecat(eval_id: str, model_name: str, version: str, files: Mapping[str, Path], ref_root: Path,
                 metrics: list[str], sbert=None, device: str | None = None,
-                reference_cache=None) -> tuple[list[Score], MecatReport]:
+                reference_cache=None, error_checker=None) -> tuple[list[Score], MecatReport]:
     """Per-sample rows (subtask = MECAT group, metric = date/date_similarity/…/fense/Bleu_n) and the report."""
     preds = {sub: load_predictions(p) for sub, p in files.items()}
     report, groups = evaluate_mecat(preds, ref_root, metrics, sbert=sbert, device=device,
-                                    reference_cache=reference_cache)
+                                    reference_cache=reference_cache, error_checker=error_checker)
     rows = [Score(eval_id=eval_id, model_name=model_name, dataset_version=version, clip_id=key, subtask=g.group,
                   metric=metric, value=float(vals[i]), prediction=g.predictions[i])
             for g in groups for metric, vals in g.values.items() for i, key in enumerate(g.keys)]

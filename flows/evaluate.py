@@ -54,7 +54,8 @@ from earmark.llm_session import open_llm
 from flows.common import computed_or_cached, open_catalog
 from metrics.refcache import ReferenceCache
 from metrics.report import cdf_plot, entailment_table_markdown, ifeval_table_markdown
-from metrics.similarity import load_sbert
+from metrics.error_checker import load_error_checker
+from metrics.similarity import load_sbert, resolve_sbert
 from schemas import CAPTION_KINDS, Score, from_table, to_table
 from storage import Catalog, ShardMeta, shard_key
 
@@ -121,15 +122,16 @@ def run_model_task(cfg: Config, version: str, endpoint: str, model_id: str, task
 
 
 @task(name="score-captions", cache_policy=NO_CACHE)
-def score_task(cfg: Config, version: str, files: dict[str, Path], model_name: str) -> dict:
+def score_task(cfg: Config, version: str, files: dict[str, Path], model_name: str, sbert_spec: str | None = None) -> dict:
     cat = open_catalog(cfg)
     digests = _digests(files)
-    key = shard_key("evaluate", STAGE_VERSION, [version, *digests], model="sbert:all-MiniLM-L6-v2",
+    sbert_dir, sbert_name = resolve_sbert(sbert_spec)
+    key = shard_key("evaluate", STAGE_VERSION, [version, *digests], model=f"sbert:{sbert_name}",
                     config={"model_name": model_name})
     summaries = []
 
     def compute():
-        sbert = load_sbert()
+        sbert = load_sbert(sbert_dir)
         rows = []
         for kind, path in files.items():
             got, summary = score_kind(key, model_name, version, kind, load_predictions(path),
@@ -139,7 +141,7 @@ def score_task(cfg: Config, version: str, files: dict[str, Path], model_name: st
         return {"scores": to_table(Score, rows)}
 
     meta = ShardMeta(stage="evaluate", stage_version=STAGE_VERSION, inputs=[version, *digests],
-                     model="sbert:all-MiniLM-L6-v2", config={"model_name": model_name})
+                     model=f"sbert:{sbert_name}", config={"model_name": model_name})
     ref = computed_or_cached(cat, key, ("scores",), meta, None, compute, "evaluate")
     if not summaries:  # skipped: rebuild the summary from the stored scores
         rows = cat.query(
@@ -151,24 +153,27 @@ def score_task(cfg: Config, version: str, files: dict[str, Path], model_name: st
 
 @task(name="score-mecat", cache_policy=NO_CACHE)
 def score_mecat_task(cfg: Config, version: str, files: dict[str, Path], model_name: str, metrics: list[str],
-                     device: str | None = None) -> dict:
+                     device: str | None = None, sbert_spec: str | None = None, error_checker: str = "auto") -> dict:
     cat = open_catalog(cfg)
     ref_root = cat.root / "exports" / version
     if not ref_root.is_dir():
         raise FileNotFoundError(f"version {version} has no MECAT export at {ref_root}; re-run `earmark build` "
                                 "(publish writes it)")
     digests = _digests(files)
-    model = "sbert:all-MiniLM-L6-v2" if {"date", "fense"} & set(metrics) else "none"
-    config = {"model_name": model_name, "metrics": metrics}
+    uses_sbert = bool({"date", "fense"} & set(metrics))
+    sbert_dir, sbert_name = resolve_sbert(sbert_spec) if uses_sbert else (None, "none")
+    checker, checker_note = load_error_checker(error_checker, device or "cpu") if uses_sbert else (None, "")
+    model = f"sbert:{sbert_name}" if uses_sbert else "none"
+    config = {"model_name": model_name, "metrics": metrics, "error_checker": getattr(checker, "name", None)}
     key = shard_key("evaluate", STAGE_VERSION, [version, *digests], model=model, config=config)
     report = None
 
     def compute():
         nonlocal report
-        sbert = load_sbert() if model != "none" else None
+        sbert = load_sbert(sbert_dir) if uses_sbert else None
         cache = ReferenceCache(cfg.data_root / ".metric_cache")  # references embedded once across runs
         rows, report = score_mecat(key, model_name, version, files, ref_root, metrics, sbert, device,
-                                   reference_cache=cache)
+                                   reference_cache=cache, error_checker=checker)
         return {"scores": to_table(Score, rows)}
 
     meta = ShardMeta(stage="evaluate", stage_version=STAGE_VERSION, inputs=[version, *digests], model=model,
@@ -178,7 +183,8 @@ def score_mecat_task(cfg: Config, version: str, files: dict[str, Path], model_na
         stats = cat.query(f"SELECT subtask, metric, count(*), avg(value) FROM "
                           f"read_parquet('{cat.shard_path('scores', key)}') GROUP BY 1, 2")
         report = mecat_report_from_scores(stats, list(files), ref_root, metrics)
-    return {"eval_id": ref.key, "report": report}
+    notes = [f"Sentence embeddings: {sbert_name} ({sbert_dir}).", checker_note + "."] if uses_sbert else []
+    return {"eval_id": ref.key, "report": report, "notes": notes}
 
 
 @task(name="score-items", cache_policy=NO_CACHE)
@@ -254,7 +260,8 @@ def _cdf(cat: Catalog, keys: list[str], metric: str | None, path: Path, title: s
 def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | None = None,
                   model_name: str = "model", version: str | None = None, metric: str = "similarity",
                   device: str | None = None, endpoint: str | None = None, model_id: str | None = None,
-                  tasks: list[str] | None = None, judge: str = "auto") -> dict:
+                  tasks: list[str] | None = None, judge: str = "auto", sbert: str | None = None,
+                  error_checker: str = "auto") -> dict:
     cat = open_catalog(cfg)
     version = version or cat.latest_version()
     if version is None or version not in cat.versions():
@@ -306,12 +313,12 @@ def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | N
     cdf_metric = None
     if text_files:
         if metrics == ["similarity"]:
-            out = score_task(cfg, version, text_files, model_name)
+            out = score_task(cfg, version, text_files, model_name, sbert)
             sections.insert(0, report_markdown(model_name, version, out["summaries"]))
         else:
-            out = score_mecat_task(cfg, version, text_files, model_name, metrics, device)
+            out = score_mecat_task(cfg, version, text_files, model_name, metrics, device, sbert, error_checker)
             sections.insert(0, out["report"].markdown(f"{model_name} on {cfg.dataset} {version}: MECAT "
-                                                      f"{', '.join(metrics)}"))
+                                                      f"{', '.join(metrics)}") + "".join(f"\n{n}" for n in out["notes"]))
             scores["mecat"] = out["report"].to_dict()
             cdf_metric = metrics[0]
         eval_keys.append(out["eval_id"])

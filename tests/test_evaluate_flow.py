@@ -165,6 +165,7 @@ def test_ask_the_model_and_score_every_task(dataset, toy_model):
     assert ife["overall"]["IFR"] == pytest.approx(2 / 3) and ife["overall"]["SCR"] is None
     assert "date" in out["scores"]["mecat"]["groups"]["content_long"]["scores"]
     assert "Audio Entailment" in out["markdown"] and "IFEval-Audio" in out["markdown"]
+    assert "FENSE error checker: off (weights absent" in out["markdown"]
     assert out["plot"] and Path(out["plot"]).read_bytes()[:4] == b"\x89PNG"
     rows = [r for key in out["eval_keys"] for r in _scores(dataset, key)]
     # two near-identical references: DATE's discrimination is 0 by design here, its similarity is high
