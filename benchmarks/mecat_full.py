@@ -29,17 +29,14 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from metrics.date import QA_GROUPS  # noqa: E402
-from metrics.mecat_eval import CAPTION_GROUPS, MecatReport, load_references, score_group  # noqa: E402
+from metrics.mecat_eval import (  # noqa: E402
+    CAPTION_GROUPS,
+    MecatReport,
+    load_references,
+    score_group,
+    wheel_reference_root,
+)
 from metrics.similarity import load_sbert  # noqa: E402
-
-
-def wheel_root() -> Path:
-    """A directory in the official layout (caption/, qa/) pointing at the wheel's test split."""
-    ref = Path(str(files("mecat") / "reference"))
-    root = Path(tempfile.mkdtemp(prefix="mecat_ref_"))
-    for kind in ("caption", "qa"):
-        (root / kind).symlink_to(ref / kind / "test", target_is_directory=True)
-    return root
 
 
 def baseline(group: str, refs: dict[str, list[str]], caption_refs: dict[str, dict]) -> dict[str, str]:
@@ -69,7 +66,7 @@ def main() -> None:
     if args.reference_cache is not None:
         from metrics.refcache import ReferenceCache
         cache = ReferenceCache(args.reference_cache)
-    root = wheel_root()
+    root = wheel_reference_root()
     t0 = time.perf_counter()
     sbert = load_sbert() if {"date", "fense"} & set(metrics) else None
     caption_refs = {f: load_references(root, g) for f, g in (("short", "content_short"), ("long", "content_long"))}

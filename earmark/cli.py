@@ -4,6 +4,7 @@
     earmark build INPUT... -d NAME     build a benchmark dataset from audio files/directories
     earmark evaluate -d NAME -p FILE   score predictions against the latest version (--metric date|fense|bleu)
     earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
+    earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
     earmark sql -d NAME "SELECT …"     query a dataset's catalog
     earmark corpus OUT_DIR             only generate the sample corpus
     earmark llm-serve                  run the embedded LLM server in the foreground
@@ -155,6 +156,36 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mecat_score(args: argparse.Namespace) -> int:
+    """Score prediction files against a MECAT reference directory, without a dataset or Prefect."""
+    from earmark.evaluate import MECAT_SUBTASKS, load_predictions, parse_metrics, prediction_files
+    from metrics.error_checker import load_error_checker
+    from metrics.mecat_eval import evaluate_mecat, wheel_reference_root, write_details
+    from metrics.refcache import ReferenceCache
+    from metrics.similarity import load_sbert, resolve_sbert
+
+    metrics = parse_metrics(args.metric)
+    if metrics == ["similarity"]:
+        raise ValueError("mecat-score needs MECAT metrics: --metric date, fense, bleu (comma-separated)")
+    root = wheel_reference_root() if args.references == "mecat-test" else Path(args.references)
+    files = prediction_files(args.predictions, args.subtask, MECAT_SUBTASKS)
+    preds = {sub: load_predictions(p) for sub, p in files.items()}
+    sbert, notes = None, []
+    if {"date", "fense"} & set(metrics):
+        path, name = resolve_sbert(args.sbert)
+        sbert = load_sbert(path)
+        checker, note = load_error_checker(args.error_checker, args.device or "cpu")
+        notes = [f"Sentence embeddings: {name} ({path}).", note + "."]
+    cache = ReferenceCache(args.reference_cache) if args.reference_cache else None
+    report, groups = evaluate_mecat(preds, root, metrics, sbert=sbert, device=args.device,
+                                    error_checker=checker if sbert is not None else None, reference_cache=cache)
+    print(report.markdown(f"{args.model_name}: MECAT {', '.join(metrics)}"))
+    print("\n".join(notes))
+    if args.details:
+        print(f"per-sample details: {write_details(groups, args.details)}")
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from storage import Catalog
 
@@ -239,6 +270,23 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--model-name", default="model", help="name the scores are stored and reported under")
     e.add_argument("--version", help="dataset version (default: latest)")
     e.set_defaults(fn=cmd_evaluate)
+
+    m = sub.add_parser("mecat-score", help="score prediction files against MECAT reference JSONL dirs "
+                       "(no dataset needed; e.g. the official MECAT test set)")
+    m.add_argument("-p", "--predictions", type=Path, required=True,
+                   help="mecat-evaluate predictions: a .jsonl/.json/.csv/.txt file or a directory of <subtask> files")
+    m.add_argument("--references", default="mecat-test",
+                   help="a directory with caption/<domain>.jsonl[.gz] and qa/<domain>.jsonl[.gz] (an earmark export "
+                   "data/<dataset>/exports/<version>/), or mecat-test: the test set in the mecat wheel (default)")
+    m.add_argument("--subtask", help="what a single file predicts: a caption field, a QA category, or qa")
+    m.add_argument("--metric", default="date", help="date, fense, bleu (comma-separated; default date)")
+    m.add_argument("--sbert", help="sentence-embedding model (see `evaluate --help`)")
+    m.add_argument("--error-checker", default="auto", help="auto, off, or a FENSE checkpoint path")
+    m.add_argument("--device", help="cpu (default) or cuda")
+    m.add_argument("--reference-cache", type=Path, help="directory that keeps reference embeddings across runs")
+    m.add_argument("--details", type=Path, help="write per-sample scores to this JSONL file")
+    m.add_argument("--model-name", default="model")
+    m.set_defaults(fn=cmd_mecat_score)
 
     q = sub.add_parser("sql", help="run a SQL query on a dataset's catalog (views per table)")
     _common(q)

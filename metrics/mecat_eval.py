@@ -111,6 +111,41 @@ def load_references(root: Path | str, group: str, levels: Sequence[str] | None =
     return refs
 
 
+def wheel_reference_root(split: str = "test") -> Path:
+    """A directory in the official layout (caption/, qa/) pointing at the `mecat` wheel's references."""
+    import importlib.util
+    import tempfile
+
+    spec = importlib.util.find_spec("mecat")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the MECAT references ship in the `mecat` wheel: pip install mecat==1.1.0, "
+                                "or give --references DIR (a directory with caption/ and qa/)")
+    ref = Path(next(iter(spec.submodule_search_locations))) / "reference"
+    root = Path(tempfile.mkdtemp(prefix=f"mecat_{split}_"))
+    for kind in ("caption", "qa"):
+        if not (ref / kind / split).is_dir():
+            raise FileNotFoundError(f"the installed mecat wheel has no {kind}/{split} references under {ref}")
+        (root / kind).symlink_to(ref / kind / split, target_is_directory=True)
+    return root
+
+
+def write_details(groups: Sequence["GroupScores"], path: Path | str) -> Path:
+    """Per-sample details as JSONL: {group, key, prediction, <metric>: value, …} (written atomically)."""
+    import os
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for g in groups:
+            for i, key in enumerate(g.keys):
+                row = {"group": g.group, "key": key, "prediction": g.predictions[i],
+                       **{m: round(float(v[i]), 6) for m, v in g.values.items()}}
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
 @dataclass
 class GroupScores:
     """Per-sample scores of one group (0–1); `values` also holds DATE's components (date_similarity, …)."""

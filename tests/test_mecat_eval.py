@@ -224,3 +224,26 @@ def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
     assert rebuilt.groups.keys() == report.groups.keys()
     assert rebuilt.aggregate["score_qa"]["date"] == pytest.approx(report.aggregate["score_qa"]["date"], abs=1e-6)
     assert rebuilt.groups["content_long"]["n_samples"] == report.groups["content_long"]["n_samples"] == 4 * 8 - 1
+
+
+def test_mecat_score_cli_writes_per_sample_details(tmp_path, capsys):
+    from earmark.cli import main
+
+    refs = {"c1": ["a dog barks twice", "a dog is barking", "barking of a dog"],
+            "c2": ["rain falls on a roof", "steady rain on a tin roof", "heavy rainfall"],
+            "c3": ["a man speaks", "a male voice talks", "a man is talking"]}
+    (tmp_path / "ref" / "caption").mkdir(parents=True)
+    (tmp_path / "ref" / "caption" / "00A.jsonl").write_text(
+        "\n".join(json.dumps({k: {"long": v, "domain": "00A"}}) for k, v in refs.items()) + "\n")
+    preds = tmp_path / "long.csv"
+    preds.write_text("c1,a dog barks\nc2,rain on a roof\nc3,music plays\n")
+    rc = main(["mecat-score", "-p", str(preds), "--subtask", "long", "--references", str(tmp_path / "ref"),
+               "--metric", "date,bleu", "--details", str(tmp_path / "d.jsonl"), "--error-checker", "off"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "| long |" in out and "FENSE error checker: off (not requested)" in out
+    rows = [json.loads(line) for line in (tmp_path / "d.jsonl").read_text().splitlines()]
+    assert [r["key"] for r in rows] == ["c1", "c2", "c3"] and all(r["group"] == "content_long" for r in rows)
+    by_key = {r["key"]: r for r in rows}
+    assert by_key["c3"]["date_similarity"] < by_key["c1"]["date_similarity"]
+    assert set(rows[0]) >= {"date", "date_similarity", "date_discrimination", "Bleu_1", "Bleu_4", "prediction"}
