@@ -321,6 +321,10 @@ def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | N
                                                       f"{', '.join(metrics)}") + "".join(f"\n{n}" for n in out["notes"]))
             scores["mecat"] = out["report"].to_dict()
             cdf_metric = metrics[0]
+            create_table_artifact(key="mecat-scores", description=f"{model_name} on {version}: per group ×100",
+                                  table=[{"group": g, "samples": v["n_samples"], "references": v["n_references"],
+                                          **{m: round(x, 2) for m, x in v["scores"].items()}}
+                                         for g, v in scores["mecat"]["groups"].items()])
         eval_keys.append(out["eval_id"])
     for sub, path in item_files.items():
         out = score_items_task(cfg, version, sub, path, model_name, judge)
