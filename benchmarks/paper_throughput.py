@@ -1,0 +1,136 @@
+"""Throughput (× real time) of the paper-profile backends on their real architectures with random weights.
+
+    .venv/bin/python benchmarks/paper_throughput.py --clips 4 --clip-s 10            # CPU
+    python benchmarks/paper_throughput.py --device cuda --clips 256 --batch-size 64   # a GPU worker
+
+Random weights run the same FLOPs as the real ones, except in decoding: a random Whisper never emits
+end-of-text, so decoding is capped at `--asr-tokens` new tokens per clip (default 40, about what 10 s
+of real speech needs). Models are built once into `--models-dir` (default /tmp/earmark-bench-models):
+AST-base AudioSet tagger (527 labels, 2 s windows), Whisper large-v3 dims converted to CTranslate2,
+NISQA v2.0 (torchmetrics), DNSMOS (speechmos, the real model), demucs htdemucs only if the `demucs`
+package and its weights are present. Audio is noise with a tone; VAD context says every clip has speech,
+so ASR runs on all clips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from experts.base import ClipAudio  # noqa: E402
+from experts.models import model_path  # noqa: E402
+from experts.paper import random_weights as rw  # noqa: E402
+from schemas.records import SpeechActivity  # noqa: E402
+
+TAGGER = "bench/ast-base-audioset"
+WHISPER = "bench/whisper-large-v3-ct2"
+NISQA = "bench/nisqa.tar"
+
+
+def audioset_labels() -> list[str]:
+    from experts.paper.audioset import MUSIC_LABELS, NON_CONTENT_LABELS, SPEECH_LABELS
+
+    named = sorted(SPEECH_LABELS | MUSIC_LABELS | NON_CONTENT_LABELS)
+    return named + [f"sound event {i}" for i in range(527 - len(named))]  # 527 outputs, as AudioSet
+
+
+def build(root: Path, device: str) -> None:
+    if not (root / TAGGER / "config.json").exists():
+        rw.ast_classifier(root / TAGGER, audioset_labels(), **rw.AST_BASE)
+    if not (root / WHISPER / "model.bin").exists():
+        rw.whisper_ct2(root / WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100, quantization="float16")
+    if importlib.util.find_spec("torchmetrics") and not (root / NISQA).exists():
+        from experts.paper.nisqa import random_checkpoint
+
+        random_checkpoint(root / NISQA)
+
+
+def clips(n: int, seconds: float) -> list[ClipAudio]:
+    rng = np.random.default_rng(0)
+    t = np.arange(int(seconds * 16_000)) / 16_000
+    return [ClipAudio(f"c{i}", (0.05 * rng.standard_normal(t.size) + 0.2 * np.sin(2 * np.pi * (200 + 50 * i) * t))
+                      .astype(np.float32)) for i in range(n)]
+
+
+def timed(name: str, expert, batch: list[ClipAudio], context: dict, audio_s: float) -> dict:
+    expert.analyze(batch[:1], context)  # load once, warm up
+    t0 = time.perf_counter()
+    expert.analyze(batch, context)
+    wall = time.perf_counter() - t0
+    row = {"expert": name, "backend": expert.backend, "wall_s": round(wall, 2), "x_realtime": round(audio_s / wall, 2)}
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--clips", type=int, default=4)
+    ap.add_argument("--clip-s", type=float, default=10.0)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--asr-tokens", type=int, default=40)
+    ap.add_argument("--compute-type", default=None, help="CTranslate2 compute type (default int8 on cpu, float16 on cuda)")
+    ap.add_argument("--models-dir", type=Path, default=Path("/tmp/earmark-bench-models"))
+    ap.add_argument("--only", default="tags,asr,dnsmos,nisqa,separation")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    build(args.models_dir, args.device)
+    batch = clips(args.clips, args.clip_s)
+    audio_s = args.clips * args.clip_s
+    vad = {c.clip_id: SpeechActivity(clip_id=c.clip_id, expert="vad", backend="bench", expert_version="1",
+                                     segments=[], speech_s=args.clip_s, speech_ratio=1.0, max_prob=1.0) for c in batch}
+    rows = []
+    if "tags" in only:
+        from experts.paper.tagger import AudioSetTagsExpert
+
+        rows.append(timed("tags", AudioSetTagsExpert(TAGGER, args.models_dir, device=args.device,
+                                                     batch_size=args.batch_size), batch, {}, audio_s))
+    if "asr" in only:
+        from experts.paper.asr import FasterWhisperPaperExpert
+
+        ct = args.compute_type or ("float16" if args.device == "cuda" else "int8")
+        rows.append(timed("asr", FasterWhisperPaperExpert(WHISPER, args.models_dir, device=args.device, compute_type=ct,
+                                                          batch_size=args.batch_size, max_new_tokens=args.asr_tokens),
+                          batch, {"vad": vad}, audio_s))
+    if "dnsmos" in only:
+        from experts.quality import DNSMOSExpert
+
+        rows.append(timed("dnsmos", DNSMOSExpert(), batch, {}, audio_s))
+    if "nisqa" in only and model_path(NISQA, args.models_dir).exists():
+        from experts.paper.nisqa import NISQAExpert
+
+        rows.append(timed("nisqa", NISQAExpert(NISQA, args.models_dir, device=args.device, batch_size=args.batch_size),
+                          batch, {}, audio_s))
+    if "separation" in only:
+        if importlib.util.find_spec("demucs") and (args.models_dir / "demucs" / "htdemucs.yaml").exists():
+            from experts.paper.music import DemucsSeparationExpert
+            from experts.paper.tagger import TaggerDomainExpert
+            from schemas.records import SoundEvents
+
+            ev = SoundEvents(clip_id="x", expert="tags", backend="b", expert_version="1", label_set="audioset-527",
+                             window_s=2.0, windows=[], clip_tags=[])
+            music = TaggerDomainExpert("bench").decide("x", ev).model_copy(update={"domain": "0M0"})
+            dom = {c.clip_id: music.model_copy(update={"clip_id": c.clip_id}) for c in batch}
+            rows.append(timed("separation", DemucsSeparationExpert("htdemucs", args.models_dir, device=args.device),
+                              batch, {"domain": dom}, audio_s))
+        else:
+            print(json.dumps({"expert": "separation", "skipped": "demucs package or htdemucs weights not present"}))
+    core = [r for r in rows if r["expert"] in ("tags", "asr", "separation", "dnsmos")]
+    total = sum(r["wall_s"] for r in core)
+    print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cpu", "device": args.device,
+                      "clips": args.clips, "clip_s": args.clip_s, "audio_s": audio_s,
+                      "tags+asr+separation+dnsmos x_realtime": round(audio_s / total, 2) if total else None,
+                      "experts_timed": [r["expert"] for r in core]}))
+
+
+if __name__ == "__main__":
+    main()
