@@ -310,3 +310,29 @@ def test_description_from_an_audio_chat_endpoint():
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+# ------------------------------------------------------------------------------- the profile
+def test_paper_profile_runs_in_dependency_order(models, tmp_path):
+    (models / "nisqa").mkdir(exist_ok=True)
+    has_nisqa = importlib.util.find_spec("torchmetrics") is not None
+    if has_nisqa:
+        from experts.paper.nisqa import random_checkpoint
+
+        random_checkpoint(models / "nisqa/nisqa.tar")
+    cfg = AnalyzeSection(profile="paper", models_dir=models, tagger_model=TAGGER, asr_model=WHISPER,
+                         diarization_model=None, gender_model=GENDER, emotion_model=EMOTION, separation_model=None,
+                         music_tagger_model=TAGGER, nisqa_model="nisqa/nisqa.tar" if has_nisqa else None)
+    experts = build_experts(cfg)
+    assert list(experts) == ["levels", "vad", "dnsmos", "tags", "domain", "asr", "asr_check", "diarization",
+                             "speakers", "separation", "music", "acoustics"] + (["nisqa"] if has_nisqa else [])
+    assert experts["tags"].backend == f"audioset-tagger:{TAGGER}"
+    assert experts["diarization"].backend.startswith("resemblyzer:")  # None → the embedded default
+    clips = [noise_clip("a", 2.5), noise_clip("b", 4.0, 1)]
+    context: dict = {}
+    for name, expert in experts.items():
+        if isinstance(expert, type(experts["asr"])):
+            expert.max_new_tokens = 8  # random weights never stop on their own
+        recs = expert.analyze(clips, {n: context[n] for n in expert.needs})
+        assert [r.clip_id for r in recs] == ["a", "b"] and all(isinstance(r, expert.record) for r in recs)
+        context[name] = {r.clip_id: r for r in recs}
