@@ -117,7 +117,7 @@ class ResemblyzerDiarizationExpert(Expert):
             frames, starts, _ = plan
             emb = embeddings[used : used + len(starts)]
             used += len(starts)
-            out.append(self._turns(clip.clip_id, frames, starts, emb))
+            out.append(self._turns(clip.clip_id, frames, starts, emb, clip.duration_s))
         return out
 
     def _windows(self, clip: ClipAudio, activity: SpeechActivity) -> tuple[np.ndarray, list[int], list[np.ndarray]] | None:
@@ -157,7 +157,8 @@ class ResemblyzerDiarizationExpert(Expert):
         turns = [SpeakerTurn(speaker="S1", start_s=s.start_s, end_s=s.end_s) for s in activity.segments]
         return Diarization(**self.lineage(clip_id), n_speakers=1, turns=turns, skipped_reason=None)
 
-    def _turns(self, clip_id: str, frames: np.ndarray, starts: list[int], emb: np.ndarray) -> Diarization:
+    def _turns(self, clip_id: str, frames: np.ndarray, starts: list[int], emb: np.ndarray,
+               duration_s: float) -> Diarization:
         labels = cluster_speakers(emb, np.asarray(starts), self.window, self.max_speakers, self.separation)
         k = int(labels.max()) + 1
         # Vote per speech frame: every window covering it adds one vote for its label.
@@ -173,7 +174,7 @@ class ResemblyzerDiarizationExpert(Expert):
             if i == n or frame_label[i] != frame_label[run_start] or frames[i] != frames[i - 1] + 1:
                 turns.append(SpeakerTurn(speaker=f"S{frame_label[run_start] + 1}",
                                          start_s=round(frames[run_start] * MEL_STEP_S, 2),
-                                         end_s=round((frames[i - 1] + 1) * MEL_STEP_S, 2)))
+                                         end_s=round(min((frames[i - 1] + 1) * MEL_STEP_S, duration_s), 3)))
                 run_start = i
         merged: list[SpeakerTurn] = []
         for t in turns:  # join a speaker's turns split only by a short pause
