@@ -411,3 +411,11 @@ def test_missing_wheel_error_names_the_pip_command(monkeypatch):
         resolve_model_path("fake")
     with pytest.raises(ValueError, match="unknown LLM model"):
         resolve_model_path("no-such-model")
+
+
+@pytest.mark.parametrize("text", ['{"confidence": 1e999}', '{"confidence": NaN}', '{"a": -Infinity}',
+                                  'Here:\n```json\n{"confidence": Infinity}\n```'])
+def test_extract_json_refuses_non_finite_numbers(text):
+    # json.loads accepts these; they are not JSON, cannot be cached and would poison validation
+    with pytest.raises(ValueError):
+        extract_json(text)

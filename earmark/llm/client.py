@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 import random
 import re
@@ -62,6 +63,23 @@ def is_loopback_url(url: str) -> bool:
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
+def _finite(value: str) -> float:
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"non-finite number {value!r} in model output")
+    return number
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON (model output)")
+
+
+def _decoder() -> json.JSONDecoder:
+    # Python's json accepts NaN/Infinity and overflows 1e999 to inf; neither is JSON, and neither can be
+    # cached or validated, so they count as an invalid reply (→ repair, then rejection).
+    return json.JSONDecoder(strict=False, parse_float=_finite, parse_constant=_no_constant)
+
+
 def extract_json(text: str) -> Any:
     """Parse the first JSON value in `text`, tolerating markdown fences and chatter around it.
 
@@ -70,12 +88,14 @@ def extract_json(text: str) -> Any:
     """
     stripped = text.strip()
     # strict=False: small models under a grammar sometimes put raw newlines inside strings.
+    decoder = _decoder()
     try:
-        return json.loads(stripped, strict=False)
+        value, end = decoder.raw_decode(stripped)
+        if not stripped[end:].strip():
+            return value
     except ValueError:
         pass
     candidates = [m.group(1) for m in _FENCE.finditer(stripped)] + [stripped]
-    decoder = json.JSONDecoder(strict=False)
     for candidate in candidates:
         for match in re.finditer(r"[{\[]", candidate):
             try:
