@@ -51,7 +51,9 @@ def build_flow(cfg: Config) -> dict[str, Any]:
             shards[f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
 
         t = time.perf_counter()
-        per_shard = [[synth["results"][item].refs[i] for item in cfg.synthesize.items] for i in range(len(ingest.refs))]
+        # joint strategy: one shard holds every item type, so dedupe the refs per clip shard
+        per_shard = [list(dict.fromkeys(synth["results"][item].refs[i] for item in cfg.synthesize.items))
+                     for i in range(len(ingest.refs))]
         qc = filter_flow.with_options(task_runner=runner)(cfg, per_shard, run_id)
         timings["filter"] = time.perf_counter() - t
         shards["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
