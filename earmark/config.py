@@ -72,9 +72,34 @@ class SynthesizeSection(Section):
 
 
 class FilterSection(Section):
+    """QC thresholds (earmark/qc.py, earmark/margin.py). Every one enters the qc shard key."""
+
     min_confidence: float = Field(0.5, ge=0, le=1)
     max_short_words: int = 30
     min_long_words: int = 8
+    max_hallucination: float = Field(0.5, ge=0, le=1)  # asr_check score from which a transcript is not trusted
+    duplicate_similarity: float = Field(0.92, gt=0, le=1)  # entailment: cosine at which two texts are duplicates
+    # MECAT's margin filter: sim(audio, own caption) − mean sim(audio, 6 other clips' captions), cosine × 100.
+    # "evidence": offline stand-in, the caption against the clip's expert-evidence text with SBERT;
+    # "clap": the paper's audio–text model (GLAP/CLAP weights from analyze.models_dir, bring your weights).
+    margin_backend: Literal["evidence", "clap", "off"] = "evidence"
+    margin_kinds: list[Literal["short", "long", "speech", "music", "sound", "environment"]] = ["long"]
+    margin_negatives: int = Field(6, ge=1, le=64)
+    margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5)
+    clap_model: str = "laion/clap-htsat-unfused"
+    sbert: str | None = None  # sentence-embedding model (see metrics.similarity.resolve_sbert); None → auto
+
+
+class ReviewSection(Section):
+    """Human verification (Audio Entailment): off, a paused flow taking decisions in the Prefect UI, or a
+    review sheet written for bulk review in a file and imported with `earmark review import`."""
+
+    mode: Literal["off", "ui", "file"] = "off"
+    tables: list[Literal["captions", "qa", "entailment", "instructions"]] = ["entailment", "instructions"]
+    scope: Literal["kept", "all"] = "kept"  # only what QC kept (what would be published), or every item
+    max_items: int = Field(200, ge=1, le=10_000)  # per review round, lowest LLM confidence first
+    timeout_s: int = Field(24 * 3600, ge=1)  # a paused build fails when nobody answers in time
+    poll_s: int = Field(10, ge=1, le=600)
 
 
 class RunSection(Section):
@@ -91,6 +116,7 @@ class Config(Section):
     llm: LLMSection = LLMSection()
     synthesize: SynthesizeSection = SynthesizeSection()
     filter: FilterSection = FilterSection()
+    review: ReviewSection = ReviewSection()
     run: RunSection = RunSection()
 
 

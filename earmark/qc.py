@@ -2,26 +2,49 @@
 
 After datatrove's filters: a check is a small function, and its verdict on *every* item is written to the
 `qc` table, kept or not, so a threshold can be re-examined with a query instead of a re-run. An item is
-published when all of its checks keep it.
+published when all of its checks keep it. The rule checks here follow MECAT's rule-based filtering (LLM
+confidence, domain consistency, Whisper hallucination removal) and add what the entailment and IFEval
+items need (expected answers that pass their own rule, hypotheses that are not duplicates). The model-based
+audio–text margin filter is `earmark/margin.py`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from schemas.records import Caption, QAPair, QCResult, Rejection
+import numpy as np
 
-STAGE_VERSION = "1"
+from metrics.ifeval import check_rule
+from schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, Rejection
+
+STAGE_VERSION = "2"
 Verdict = tuple[bool, str | None, float | None]
+Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
+Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
+
+# The text fields of each item table that a generator wrote (what hallucination and review look at).
+ITEM_TEXT: dict[str, tuple[str, ...]] = {
+    "captions": ("text",), "qa": ("question", "answer"), "entailment": ("hypothesis",),
+    "instructions": ("instruction", "answer"),
+}
 
 _ABSENCE = {
     "speech": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(speech|speaking|spoken|voices?|talking|words?|speakers?|dialogue)\b|\bno one (is )?(speaking|talking)\b|\bsilent\b", re.I),
     "music": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(music|musical|melod\w*|instruments?|songs?)\b", re.I),
     "sound": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(sounds?|events?|noises?)\b", re.I),
 }
+# Short and long captions mention several kinds of content in one sentence ("no music, just a man
+# talking"), so only an absence word right before the content word counts there.
+_CLAIMED_ABSENT = {
+    "speech": re.compile(r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(speech|voices?|talking|speaking|dialogue|spoken words|speakers?)\b|\bno one (is )?(speaking|talking)\b|\bnobody (is )?(speaking|talking)\b", re.I),
+    "music": re.compile(r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(music|musical instruments?|melod\w*|songs?)\b", re.I),
+    "sound": re.compile(r"\b(no|without|absence of|lacks?|lacking)\s+(other\s+)?(sound events?|background sounds?|other sounds)\b", re.I),
+}
 _CONTENT_INDEX = {"speech": 0, "music": 1, "sound": 2}
+_QUOTED = re.compile(r"[\"“”']([^\"“”']{1,200})[\"“”']")
 
 
 @dataclass(frozen=True)
@@ -29,12 +52,44 @@ class FilterSettings:
     min_confidence: float = 0.5
     max_short_words: int = 30
     min_long_words: int = 8
+    max_hallucination: float = 0.5
+    duplicate_similarity: float = 0.92
 
     def key_config(self) -> dict[str, float]:
-        return {"conf": self.min_confidence, "short": self.max_short_words, "long": self.min_long_words}
+        return {"conf": self.min_confidence, "short": self.max_short_words, "long": self.min_long_words,
+                "halluc": self.max_hallucination, "dup": self.duplicate_similarity}
 
 
-def check_confidence(item: Caption | QAPair, s: FilterSettings) -> Verdict:
+@dataclass(frozen=True)
+class ClipContext:
+    """What the checks know about one clip beyond its items: the transcript and its asr_check verdict."""
+
+    transcript: str = ""
+    hallucination_score: float = 0.0
+    flags: tuple[str, ...] = ()
+
+
+@dataclass
+class ItemSet:
+    """One shard's items by table, and the clips' context."""
+
+    captions: Sequence[Caption] = ()
+    qa: Sequence[QAPair] = ()
+    entailment: Sequence[EntailmentHypothesis] = ()
+    instructions: Sequence[InstructionTriple] = ()
+    context: Mapping[str, ClipContext] = field(default_factory=dict)
+
+    def tables(self) -> dict[str, Sequence[Item]]:
+        return {"captions": self.captions, "qa": self.qa, "entailment": self.entailment,
+                "instructions": self.instructions}
+
+
+def normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split())
+
+
+# ------------------------------------------------------------------------------------- per-item rules
+def check_confidence(item: Item, s: FilterSettings) -> Verdict:
     ok = item.confidence >= s.min_confidence
     return ok, None if ok else f"confidence {item.confidence:.2f} < {s.min_confidence}", item.confidence
 
@@ -49,7 +104,13 @@ def check_length(item: Caption, s: FilterSettings) -> Verdict:
 
 
 def check_domain_consistency(item: Caption, s: FilterSettings) -> Verdict:
-    """A content caption must say its content is absent exactly when the domain decision says so."""
+    """A content caption says its content is absent exactly when the domain decision says so; a short or
+    long caption never claims absent what the domain decision found."""
+    if item.kind in ("short", "long"):
+        for kind, idx in _CONTENT_INDEX.items():
+            if item.domain[idx] != "0" and _CLAIMED_ABSENT[kind].search(item.text):
+                return False, f"{item.kind} caption claims no {kind} on a {item.domain} clip", 0.0
+        return True, None, 1.0
     if item.kind not in _CONTENT_INDEX:
         return True, None, None
     present = item.domain[_CONTENT_INDEX[item.kind]] != "0"
@@ -66,6 +127,49 @@ def check_answer_not_question(item: QAPair, s: FilterSettings) -> Verdict:
     return (not same), ("answer repeats the question" if same else None), None
 
 
+def check_ifeval_answer(item: InstructionTriple, s: FilterSettings) -> Verdict:
+    """The expected answer of an IFEval triple must satisfy its own rule (AudioBench's checker)."""
+    try:
+        ok = check_rule(item.answer, item.rule, item.rule_content)
+    except ValueError as exc:
+        return False, f"invalid rule: {exc}", 0.0
+    return ok, None if ok else f"expected answer fails its own rule {item.rule} ({item.rule_content!r})", float(ok)
+
+
+def transcript_overlap(text: str, transcript: str) -> str | None:
+    """The transcript words an item repeats: a shared 3-word sequence, or (for transcripts shorter than
+    that) the whole transcript quoted. None when the item does not use the transcript."""
+    t = normalise(transcript).split()
+    if not t:
+        return None
+    if len(t) < 3:
+        whole = " ".join(t)
+        return whole if any(normalise(q) == whole for q in _QUOTED.findall(text)) else None
+    grams = {tuple(t[i:i + 3]) for i in range(len(t) - 2)}
+    words = normalise(text).split()
+    for i in range(len(words) - 2):
+        if tuple(words[i:i + 3]) in grams:
+            return " ".join(words[i:i + 3])
+    return None
+
+
+def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: FilterSettings) -> Verdict:
+    """Reject items whose content comes from a transcript the asr_check expert flags as a Whisper
+    hallucination (known subtitle phrases, loops, words without VAD speech)."""
+    if ctx is None or not ctx.transcript:
+        return True, None, None
+    score = ctx.hallucination_score
+    if score < s.max_hallucination:
+        return True, None, score
+    for name in ITEM_TEXT[table]:
+        phrase = transcript_overlap(getattr(item, name), ctx.transcript)
+        if phrase is not None:
+            flags = ", ".join(ctx.flags) or "flagged"
+            return False, (f"{name} relies on a hallucinated transcript ({flags}, score {score:.2f}): "
+                           f"repeats {phrase!r}"), score
+    return True, None, score
+
+
 CAPTION_CHECKS: dict[str, Callable[[Caption, FilterSettings], Verdict]] = {
     "confidence": check_confidence,
     "length": check_length,
@@ -75,26 +179,96 @@ QA_CHECKS: dict[str, Callable[[QAPair, FilterSettings], Verdict]] = {
     "confidence": check_confidence,
     "answer_not_question": check_answer_not_question,
 }
+ENTAILMENT_CHECKS: dict[str, Callable[[EntailmentHypothesis, FilterSettings], Verdict]] = {
+    "confidence": check_confidence,
+}
+INSTRUCTION_CHECKS: dict[str, Callable[[InstructionTriple, FilterSettings], Verdict]] = {
+    "confidence": check_confidence,
+    "ifeval_answer": check_ifeval_answer,
+}
+CHECKS = {"captions": CAPTION_CHECKS, "qa": QA_CHECKS, "entailment": ENTAILMENT_CHECKS,
+          "instructions": INSTRUCTION_CHECKS}
 
 
-def _run(table: str, items: Iterable, checks: dict, s: FilterSettings) -> list[QCResult]:
-    out = []
-    for item in items:
-        for name, check in checks.items():
-            keep, reason, score = check(item, s)
-            out.append(QCResult(item_table=table, item_id=item.item_id, clip_id=item.clip_id, check=name,
-                                keep=keep, reason=reason, score=score))
+# --------------------------------------------------------------------------------- entailment groups
+def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequence[Caption], s: FilterSettings,
+                         embed: Embedder | None) -> list[Verdict]:
+    """Per hypothesis: is it a duplicate of another hypothesis of its clip, of its premise, or of one of
+    the clip's captions? Equal after normalisation, or cosine ≥ `duplicate_similarity` with `embed`.
+    Both members of a duplicate pair are rejected: at most one of them can carry its label."""
+    out: list[Verdict] = []
+    by_clip: dict[str, list[int]] = defaultdict(list)
+    for i, h in enumerate(hyps):
+        by_clip[h.clip_id].append(i)
+    caps_by_clip: dict[str, list[str]] = defaultdict(list)
+    for c in captions:
+        caps_by_clip[c.clip_id].append(c.text)
+    verdicts: dict[int, Verdict] = {}
+    for clip, idx in by_clip.items():
+        texts = [hyps[i].hypothesis for i in idx]
+        refs = sorted({hyps[i].premise for i in idx} | set(caps_by_clip.get(clip, [])))
+        norm_t, norm_r = [normalise(t) for t in texts], [normalise(r) for r in refs]
+        if embed is not None:
+            e = embed(texts + refs)
+            sim_h, sim_r = e[:len(texts)] @ e[:len(texts)].T, e[:len(texts)] @ e[len(texts):].T
+        else:
+            sim_h = np.zeros((len(texts), len(texts)))
+            sim_r = np.zeros((len(texts), len(refs)))
+        for a, i in enumerate(idx):
+            best, reason = 0.0, None
+            for b, j in enumerate(idx):
+                if a == b:
+                    continue
+                sim = 1.0 if norm_t[a] == norm_t[b] else float(sim_h[a, b])
+                if sim >= s.duplicate_similarity and sim > best:
+                    best, reason = sim, f"duplicates hypothesis {hyps[j].item_id} ({hyps[j].label}), similarity {sim:.2f}"
+            for r, ref in enumerate(refs):
+                sim = 1.0 if norm_t[a] == norm_r[r] else float(sim_r[a, r])
+                if sim >= s.duplicate_similarity and sim > best:
+                    best, reason = sim, f"duplicates the caption {ref!r}, similarity {sim:.2f}"
+            top = max([float(sim_h[a, b]) for b in range(len(idx)) if b != a] + [float(x) for x in sim_r[a]] + [0.0])
+            verdicts[i] = (reason is None, reason, round(max(best, top), 4))
+    for i in range(len(hyps)):
+        out.append(verdicts[i])
     return out
 
 
+# ------------------------------------------------------------------------------------------- running
+def _row(table: str, item: Item, check: str, v: Verdict) -> QCResult:
+    keep, reason, score = v
+    return QCResult(item_table=table, item_id=item.item_id, clip_id=item.clip_id, check=check, keep=keep,
+                    reason=reason, score=None if score is None else float(score))
+
+
+def run_item_checks(items: ItemSet, s: FilterSettings, embed: Embedder | None = None) -> list[QCResult]:
+    """Every rule check's verdict on every item of the set."""
+    out: list[QCResult] = []
+    for table, rows in items.tables().items():
+        for item in rows:
+            for name, check in CHECKS[table].items():
+                out.append(_row(table, item, name, check(item, s)))
+            out.append(_row(table, item, "hallucination",
+                            check_hallucination(table, item, items.context.get(item.clip_id), s)))
+    if items.entailment:
+        dup = duplicate_hypotheses(items.entailment, items.captions, s, embed)
+        check = "duplicate_hypothesis" if embed is not None else "duplicate_hypothesis:text-only"
+        out += [_row("entailment", h, check, v) for h, v in zip(items.entailment, dup)]
+    return out
+
+
+def rejection_rows(rejections: Iterable[Rejection]) -> list[QCResult]:
+    """Generations rejected at synthesis appear as failed `schema` checks."""
+    return [QCResult(item_table=r.table, item_id=f"{r.clip_id}:{r.prompt_name}:rejected:{i}", clip_id=r.clip_id,
+                     check="schema", keep=False, reason=r.reason, score=None) for i, r in enumerate(rejections)]
+
+
 def run_checks(captions: Sequence[Caption], qa: Sequence[QAPair], rejections: Sequence[Rejection],
-               s: FilterSettings) -> list[QCResult]:
-    """All verdicts for a shard; generations rejected at synthesis appear as failed `schema` checks."""
-    results = _run("captions", captions, CAPTION_CHECKS, s) + _run("qa", qa, QA_CHECKS, s)
-    for i, r in enumerate(rejections):
-        results.append(QCResult(item_table=r.table, item_id=f"{r.clip_id}:{r.prompt_name}:rejected:{i}",
-                                clip_id=r.clip_id, check="schema", keep=False, reason=r.reason, score=None))
-    return results
+               s: FilterSettings, *, entailment: Sequence[EntailmentHypothesis] = (),
+               instructions: Sequence[InstructionTriple] = (), context: Mapping[str, ClipContext] | None = None,
+               embed: Embedder | None = None) -> list[QCResult]:
+    """All rule verdicts for a shard, plus the synthesis rejections."""
+    items = ItemSet(captions, qa, entailment, instructions, context or {})
+    return run_item_checks(items, s, embed) + rejection_rows(rejections)
 
 
 def kept_ids(results: Iterable[QCResult]) -> set[str]:
@@ -103,3 +277,21 @@ def kept_ids(results: Iterable[QCResult]) -> set[str]:
     for r in results:
         verdicts[r.item_id] = verdicts.get(r.item_id, True) and r.keep
     return {k for k, v in verdicts.items() if v}
+
+
+def summary(results: Iterable[QCResult]) -> list[dict]:
+    """Kept/rejected counts and the score range per (table, check): the Prefect table artifact."""
+    acc: dict[tuple[str, str], dict] = {}
+    for r in results:
+        row = acc.setdefault((r.item_table, r.check), {"kept": 0, "rejected": 0, "scores": []})
+        row["kept" if r.keep else "rejected"] += 1
+        if r.score is not None:
+            row["scores"].append(r.score)
+    out = []
+    for (table, check), row in sorted(acc.items()):
+        sc = row["scores"]
+        out.append({"table": table, "check": check, "kept": row["kept"], "rejected": row["rejected"],
+                     "score_min": round(min(sc), 3) if sc else None,
+                     "score_median": round(float(np.median(sc)), 3) if sc else None,
+                     "score_max": round(max(sc), 3) if sc else None})
+    return out

@@ -26,6 +26,7 @@ from schemas.records import (
     QuarantineRow,
     Record,
     Rejection,
+    ReviewDecision,
     Score,
     SpeechActivity,
     SpeechQuality,
@@ -58,6 +59,7 @@ TABLES: dict[str, type[Record]] = {
     "instructions": InstructionTriple,
     "rejections": Rejection,
     "qc": QCResult,
+    "reviews": ReviewDecision,
     "scores": Score,
 }
 

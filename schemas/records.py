@@ -350,6 +350,28 @@ class QCResult(Record):
     score: float | None
 
 
+ReviewVerdict = Literal["accept", "reject", "rewrite"]
+
+
+class ReviewDecision(Record):
+    """A person's verdict on one generated item (Audio Entailment's human verification), table `reviews`.
+
+    Decisions never edit item rows: publishing turns them into `human_review` QC rows and, for a rewrite,
+    a new item row (`<item_id>~rev`) written by the reviewer. `item_text` is the text the reviewer saw; a
+    decision applies only while the item still has that text (a regenerated item needs a new review).
+    """
+
+    item_table: str
+    item_id: str
+    clip_id: str
+    decision: ReviewVerdict
+    new_text: str | None
+    item_text: str
+    reviewer: str
+    decided_at: str  # ISO 8601, UTC
+    source: Literal["ui", "file"]
+
+
 # -------------------------------------------------------------------------------------------- evaluate
 class Score(Record):
     """A per-sample metric value for one prediction."""

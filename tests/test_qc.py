@@ -1,0 +1,224 @@
+"""QC checks on hand-built items: rule filters, the margin filter (offline evidence backend and a randomly
+initialised tiny CLAP), and the per-check summary."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from earmark.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, MarginSettings, margin_checks, require_clap
+from earmark.qc import (
+    ClipContext,
+    FilterSettings,
+    check_domain_consistency,
+    check_hallucination,
+    check_ifeval_answer,
+    duplicate_hypotheses,
+    kept_ids,
+    run_checks,
+    summary,
+    transcript_overlap,
+)
+from experts.models import MissingWeights
+from schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
+
+S = FilterSettings()
+
+
+def _lin(clip="c", domain="S0A", conf=0.9, model="m"):
+    return dict(clip_id=clip, domain=domain, prompt_name="p", prompt_sha="s", model=model, confidence=conf)
+
+
+def _cap(kind, text, clip="c", domain="S0A", i=0, conf=0.9, model="m"):
+    return Caption(**_lin(clip, domain, conf, model), item_id=f"{clip}:{kind}:{i}", kind=kind, ref_index=i, text=text)
+
+
+def _hyp(label, text, clip="c", premise="A dog barks while cars pass on a wet street.", i=0):
+    return EntailmentHypothesis(**_lin(clip), item_id=f"{clip}:ent:{label}:{i}", premise_kind="long", premise=premise,
+                                label=label, hypothesis=text)
+
+
+def _ins(answer, rule, content="", conf=0.9):
+    return InstructionTriple(**_lin(conf=conf), item_id=f"c:if:{rule}:{answer[:5]}", dimension="Format",
+                             instruction="Answer.", answer=answer, rule=rule, rule_content=content)
+
+
+@pytest.fixture(scope="module")
+def embed():
+    from metrics.similarity import embed as _embed, load_sbert
+
+    model = load_sbert(None)
+    return lambda texts: _embed(model, texts)
+
+
+def test_confidence_applies_to_every_item_table():
+    low = dict(conf=0.2)
+    items = run_checks([_cap("short", "A man talks.", **low)],
+                       [QAPair(**_lin(conf=0.2), item_id="c:qa:0", qa_index=0, category="direct_perception",
+                               difficulty="basic", question="What is heard?", answer="A man talking.")],
+                       [], S, entailment=[_hyp("neutral", "Someone waits for a bus.")],
+                       instructions=[_ins("YES", 3, conf=0.2)])
+    conf = {r.item_table: r for r in items if r.check == "confidence"}
+    assert set(conf) == {"captions", "qa", "entailment", "instructions"}
+    assert not conf["captions"].keep and "0.20 < 0.5" in conf["captions"].reason
+    assert conf["entailment"].keep and conf["entailment"].score == pytest.approx(0.9)
+
+
+def test_domain_consistency_on_short_and_long_captions():
+    assert not check_domain_consistency(_cap("long", "A quiet street with no speech, only rain."), S)[0]
+    assert not check_domain_consistency(_cap("short", "Rain falls; nobody is talking.", domain="S00"), S)[0]
+    # mentions of other content's absence are fine, and absence claims are fine when the content is absent
+    assert check_domain_consistency(_cap("long", "No music, just a man talking over rain.", domain="S0A"), S)[0]
+    assert check_domain_consistency(_cap("long", "Rain falls with no speech at all.", domain="00A"), S)[0]
+    ok, reason, _ = check_domain_consistency(_cap("speech", "There is no speech in this clip.", domain="S00"), S)
+    assert not ok and "claims no speech on a S00 clip" in reason
+
+
+def test_hallucinated_transcript_rejects_only_items_that_use_it():
+    ctx = ClipContext("Thank you for watching. Please subscribe.", 0.8, ("known_phrase",))
+    quoting = _cap("speech", "A voice says thank you for watching and asks to subscribe.")
+    ok, reason, score = check_hallucination("captions", quoting, ctx, S)
+    assert not ok and "known_phrase" in reason and "thank you for" in reason and score == 0.8
+    assert check_hallucination("captions", _cap("speech", "A man speaks calmly in a small room."), ctx, S)[0]
+    # the same transcript on a clip whose check did not flag it is trusted
+    assert check_hallucination("captions", quoting, ClipContext(ctx.transcript, 0.1, ()), S)[0]
+    qa = QAPair(**_lin(), item_id="c:qa:1", qa_index=1, category="direct_perception", difficulty="basic",
+                question="What does the speaker say?", answer="They say 'you'.")
+    assert not check_hallucination("qa", qa, ClipContext("you", 0.8, ("known_phrase",)), S)[0]
+    assert transcript_overlap("A man says hello.", "you") is None
+
+
+def test_ifeval_expected_answer_must_pass_its_rule():
+    assert check_ifeval_answer(_ins("A DOG BARKS.", 3), S)[0]
+    ok, reason, _ = check_ifeval_answer(_ins("A dog barks.", 3), S)
+    assert not ok and "fails its own rule 3" in reason
+    assert not check_ifeval_answer(_ins('{"sound": "dog"}', 13, '{"sound": "", "place": ""}'), S)[0]
+    assert check_ifeval_answer(_ins('{"sound": "dog", "place": "street"}', 13, '{"sound": "", "place": ""}'), S)[0]
+    ok, reason, _ = check_ifeval_answer(_ins("x", 11, "9"), S)
+    assert not ok and reason.startswith("invalid rule")
+
+
+def test_duplicate_hypotheses_by_text_and_embedding(embed):
+    hyps = [_hyp("entailment", "A dog is barking outdoors."),
+            _hyp("contradiction", "A dog is barking outdoors!"),  # same after normalisation
+            _hyp("neutral", "The owner is calling the dog home for dinner."),
+            _hyp("entailment", "A dog barks while cars pass on a wet street.", clip="d"),  # = its premise
+            _hyp("neutral", "A dog barks as cars drive past on a wet street.", clip="d", i=1),  # near copy
+            _hyp("contradiction", "A cat purrs quietly indoors.", clip="d", i=2)]
+    v = duplicate_hypotheses(hyps, [], S, embed)
+    assert [x[0] for x in v] == [False, False, True, False, False, True]
+    assert "duplicates hypothesis" in v[0][1] and "similarity 1.00" in v[0][1]
+    assert "duplicates the caption" in v[3][1]
+    assert v[2][2] < S.duplicate_similarity
+    # without an embedder only exact (normalised) duplicates are found, and the check name says so
+    rows = run_checks([], [], [], S, entailment=hyps)
+    assert {r.check for r in rows if r.item_table == "entailment"} >= {"duplicate_hypothesis:text-only"}
+
+
+class _Vectors(MarginBackend):
+    """Fixed embeddings: each clip's anchor is a unit axis, a caption points at the clip it describes."""
+
+    check = "margin:test-vectors"
+
+    def __init__(self, about: dict[str, str], clips: list[str]):
+        self.about, self.axis = about, {c: np.eye(len(clips))[i] for i, c in enumerate(clips)}
+
+    def anchors(self, keys):
+        return np.stack([self.axis[c] for c, _ in keys])
+
+    def texts(self, texts):
+        return np.stack([self.axis[self.about[t]] for t in texts])
+
+
+def test_margin_rule_against_random_other_captions():
+    clips = [f"k{i}" for i in range(8)]
+    caps = [_cap("long", f"caption about {c}", clip=c) for c in clips]
+    about = {f"caption about {c}": c for c in clips}
+    about["caption about k0"] = "k1"  # k0's caption describes k1: mismatched
+    rows = margin_checks(caps, _Vectors(about, clips), MarginSettings(backend="test", threshold=6.0))
+    by = {r.clip_id: r for r in rows}
+    assert not by["k0"].keep and by["k0"].score <= 0 and "over 6 other captions" in by["k0"].reason
+    assert all(by[c].keep and by[c].score > 80 for c in clips[2:])
+    # deterministic: the same negatives every time
+    assert [r.score for r in rows] == [r.score for r in margin_checks(caps, _Vectors(about, clips),
+                                                                       MarginSettings(backend="test", threshold=6.0))]
+    alone = margin_checks(caps[:1], _Vectors(about, clips), MarginSettings(backend="test"))
+    assert alone[0].keep and alone[0].score is None
+
+
+def _evidence(clip, domain, transcript=None, tags=None):
+    speech = domain[0] == "S"
+    return {"clip_id": clip, "duration_s": 8.0, "domain": domain,
+            "content": {"speech": {"present": speech, "prob": 0.9 if speech else 0.05},
+                        "music": {"present": domain[1] == "M", "prob": 0.9 if domain[1] == "M" else 0.05},
+                        "sound_events": {"present": domain[2] == "A", "prob": 0.9 if domain[2] == "A" else 0.05},
+                        "silent": False, "backend": "heuristic"},
+            "signal": {"grid_score": 0.6, "grid_period_s": 0.5} if domain[1] == "M" else {"offgrid_peaks": 3},
+            "speech": {"speech_s": 6.0, "speech_ratio": 0.8, "segments": 1, "transcript": transcript,
+                       "words_per_s": 2.5} if speech else {"speech_s": 0.0, "speech_ratio": 0.0, "segments": 0},
+            "sound_tags": {"clip": tags or {}},
+            "levels": {"lufs": -20.0, "rms_dbfs": -22.0}, "quality": {"dnsmos_ovrl": 3.2, "dnsmos_bak": 3.0}}
+
+
+def test_evidence_margin_backend_flags_a_swapped_caption(embed):
+    ev = {"a": _evidence("a", "S00", "the weather will be sunny tomorrow"),
+          "b": _evidence("b", "0M0"), "c": _evidence("c", "00A", tags={"impulsive sound": 0.9}),
+          "d": _evidence("d", "S00", "please close the door when you leave")}
+    caps = [_cap("long", "A man reads a weather forecast saying it will be sunny tomorrow.", clip="a", domain="S00"),
+            _cap("long", "Music with a steady beat at a moderate tempo and sustained chords.", clip="b", domain="0M0"),
+            _cap("long", "Short impulsive knocks and hits sound at irregular moments.", clip="c", domain="00A"),
+            # planted: d's caption describes music, not d's speech
+            _cap("long", "Music with a steady beat and sustained chords plays throughout.", clip="d", domain="S00")]
+    rows = margin_checks(caps, EvidenceSbertBackend(ev, embed), MarginSettings(negatives=6))
+    by = {r.clip_id: r for r in rows}
+    assert {r.check for r in rows} == {"margin:evidence-sbert"}
+    assert not by["d"].keep and by["a"].keep and by["c"].keep, [(r.clip_id, r.score) for r in rows]
+    assert by["a"].score > by["d"].score
+
+
+def test_clap_backend_on_a_random_tiny_model(tmp_path):
+    import shutil
+
+    import torch
+    from transformers import ClapAudioConfig, ClapConfig, ClapFeatureExtractor, ClapModel, ClapTextConfig
+
+    from metrics.similarity import default_sbert_path
+
+    with pytest.raises(MissingWeights, match=r"laion/clap-htsat-unfused.*config\.json"):
+        require_clap("laion/clap-htsat-unfused", tmp_path)
+    torch.manual_seed(0)
+    text = ClapTextConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                          intermediate_size=32, max_position_embeddings=64, projection_dim=8)
+    audio = ClapAudioConfig(spec_size=256, patch_size=4, patch_stride=(4, 4), hidden_size=32, depths=[1, 1],
+                            num_attention_heads=[2, 2], window_size=8, num_mel_bins=64, projection_dim=8,
+                            enable_fusion=False, patch_embeds_hidden_size=16)
+    cfg = ClapConfig(text_config=text.to_dict(), audio_config=audio.to_dict(), projection_dim=8)
+    out = tmp_path / "laion" / "clap-htsat-unfused"
+    ClapModel(cfg).save_pretrained(out)
+    ClapFeatureExtractor(feature_size=64).save_pretrained(out)
+    tok = default_sbert_path()
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tok / f).exists():
+            shutil.copy(tok / f, out / f)
+    path = require_clap("laion/clap-htsat-unfused", tmp_path)
+    sr = 16_000
+    t = np.arange(sr) / sr
+    audio = {f"k{i}": (0.3 * np.sin(2 * np.pi * (220 * (i + 1)) * t)).astype(np.float32) for i in range(4)}
+    backend = ClapBackend(path, audio, sr)
+    caps = [_cap("long", f"A steady tone number {i} plays.", clip=f"k{i}") for i in range(4)]
+    rows = margin_checks(caps, backend, MarginSettings(backend="clap"))
+    assert len(rows) == 4 and {r.check for r in rows} == {"margin:clap"}
+    assert all(r.score is not None and np.isfinite(r.score) for r in rows)
+    assert all(r.keep == (r.score >= 6.0) for r in rows)
+    a = backend.anchors([("k0", "long"), ("k1", "long")])
+    assert a.shape == (2, 8) and np.allclose(np.linalg.norm(a, axis=1), 1, atol=1e-5)
+
+
+def test_summary_has_a_row_per_table_and_check():
+    rows = run_checks([_cap("short", "A man talks.", conf=0.2), _cap("long", "A man talks in a room with rain.", i=1)],
+                      [], [], S, instructions=[_ins("lower case only", 4)])
+    table = summary(rows)
+    by = {(r["table"], r["check"]): r for r in table}
+    assert by[("captions", "confidence")]["rejected"] == 1 and by[("captions", "confidence")]["kept"] == 1
+    assert by[("instructions", "ifeval_answer")]["kept"] == 1
+    assert kept_ids(rows) == {"c:long:1", "c:if:4:lower"}
