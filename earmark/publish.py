@@ -1,6 +1,8 @@
 """publish: exports of a dataset version (MECAT JSONL references) and its dataset card.
 
-Only items that every QC check kept are exported. The MECAT files follow the layout of the official
+Only items that every QC check kept are exported. Human review decisions reach a version through the
+overlay shard `flows.publish.apply_reviews` adds (see earmark/review.py): `human_review` QC rows and the
+rewritten `<item_id>~rev` rows, so the same "kept" rule gives the reviewed set. The MECAT files follow the layout of the official
 `mecat` package's references (`caption/<domain>.jsonl`, `qa/<domain>.jsonl`), so `mecat-evaluate` can
 read them as a `reference_dir`.
 """
@@ -48,6 +50,16 @@ def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     return {"caption_clips": len(by_clip), "caption_refs": len(caps), "qa_pairs": len(qa)}
 
 
+def base_shards(cat: Catalog, shards: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`shards` without review overlay shards (they are recomputed from all stored decisions)."""
+    overlay = {k for (k,) in cat.query("SELECT DISTINCT key FROM shards WHERE stage = 'review-apply'")}
+    return {t: [k for k in keys if k not in overlay] for t, keys in shards.items() if t != "reviews"}
+
+
+def review_keys(cat: Catalog) -> list[str]:
+    return [k for (k,) in cat.query("SELECT DISTINCT key FROM shards WHERE table_name = 'reviews' ORDER BY key")]
+
+
 def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
     dom = cat.query(f"SELECT domain, count(*) FROM {version}.domain GROUP BY 1 ORDER BY 1")
     q = cat.query(f"SELECT count(*) FROM {version}.quarantine")[0][0]
@@ -55,6 +67,8 @@ def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
         f"SELECT item_table, \"check\", count(*) FROM {version}.qc WHERE NOT keep GROUP BY 1, 2 ORDER BY 1, 2"
     )
     models = cat.query(f"SELECT DISTINCT model, prompt_name, prompt_sha FROM {version}.captions ORDER BY 2")
+    review = cat.query(f"SELECT item_table, split_part(reason, ' ', 1), count(*) FROM {version}.qc "
+                       "WHERE \"check\" = 'human_review' AND item_id NOT LIKE '%~rev' GROUP BY 1, 2 ORDER BY 1, 2")
     lines = [
         f"# {cat.dataset} {version}", "",
         "Built by earmark: expert models → LLM synthesis → QC. Every row carries its lineage.", "",
@@ -65,6 +79,10 @@ def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
         *[f"- {k}: {v}" for k, v in counts.items()],
         "", "## Rejections by check", "", "| table | check | rejected |", "|---|---|---|",
         *[f"| {t} | {c} | {n} |" for t, c, n in rej],
+        "", "## Human review", "",
+        *([f"| {t} | {d} | {n} |" for t, d, n in review] and
+          ["| table | decision | items |", "|---|---|---|", *[f"| {t} | {d} | {n} |" for t, d, n in review]]
+          or ["No review decisions applied."]),
         "", "## Generators", "", "| model | prompt | sha |", "|---|---|---|",
         *[f"| {m} | {p} | {s} |" for m, p, s in models],
     ]

@@ -1,0 +1,217 @@
+"""Human verification (Audio Entailment, Sec. 4.2): a person accepts, rejects or rewrites generated items.
+
+Decisions are `ReviewDecision` rows in the `reviews` table, never edits of the items: item shards stay
+immutable. Publishing folds every stored decision into an *overlay* shard (`review_overlay`):
+- a `human_review` QC row per decided item: keep for accept, not kept for reject and rewrite;
+- for a rewrite, a new item row `<item_id>~rev` — the original row with the reviewed field replaced, its
+  `model` set to `human:<reviewer>` and confidence 1 — with its own `human_review` QC row (kept).
+Every reader that selects "items every QC check kept" (exports, evaluate, the version views) then sees
+the reviewed set. The latest decision per item wins; a decision applies only while the item still has the
+text the reviewer saw (`item_text`), so a regenerated item goes back to review instead of inheriting a
+verdict on other words.
+
+Two ways in: a paused flow run that takes a typed `ReviewInput` in the Prefect UI (flows/review.py), or a
+review sheet (CSV or JSONL) written by `write_sheet`, filled in by people, and read by `read_sheet`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from earmark.qc import check_ifeval_answer, FilterSettings
+from schemas.records import QCResult, Record, ReviewDecision
+
+REVIEW_VERSION = "1"
+CHECK = "human_review"
+REWRITE_SUFFIX = "~rev"
+ITEM_TABLES = ("captions", "qa", "entailment", "instructions")
+# The field a rewrite replaces, and the fields shown to the reviewer as context.
+REVIEW_FIELD = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}
+CONTEXT = {"captions": ("kind", "domain"), "qa": ("category", "question"), "entailment": ("label", "premise"),
+           "instructions": ("instruction", "rule", "rule_content")}
+SHEET_COLUMNS = ("item_table", "item_id", "clip_id", "context", "text", "qc", "decision", "new_text", "reviewer")
+DECISIONS = ("accept", "reject", "rewrite")
+
+
+@dataclass(frozen=True)
+class ReviewItem:
+    item_table: str
+    item_id: str
+    clip_id: str
+    text: str  # the field a rewrite replaces
+    context: str
+    qc: str  # reasons of failed automatic checks ("" when every check kept it)
+    confidence: float
+    decision: str = ""  # the item's current decision, if any (the sheet shows it so it can be amended)
+    new_text: str = ""
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def latest_decisions(decisions: Iterable[ReviewDecision]) -> dict[tuple[str, str], ReviewDecision]:
+    """The latest decision per (item_table, item_id); ties broken by the order given."""
+    out: dict[tuple[str, str], ReviewDecision] = {}
+    for d in decisions:
+        k = (d.item_table, d.item_id)
+        if k not in out or d.decided_at >= out[k].decided_at:
+            out[k] = d
+    return out
+
+
+def review_items(items: Mapping[str, Sequence[Record]], qc: Iterable[QCResult], decisions: Iterable[ReviewDecision],
+                 *, tables: Sequence[str] = ITEM_TABLES, scope: str = "kept", max_items: int | None = None,
+                 include_decided: bool = False) -> list[ReviewItem]:
+    """What a review round shows: generated items (never overlay rows) of `tables`, only those every automatic
+    check kept when `scope == "kept"`, undecided ones unless `include_decided`, lowest confidence first."""
+    failed: dict[str, list[str]] = {}
+    for r in qc:
+        if r.check != CHECK and not r.keep:
+            failed.setdefault(r.item_id, []).append(f"{r.check}: {r.reason}")
+    current = latest_decisions(decisions)
+    out = []
+    for table in tables:
+        field = REVIEW_FIELD[table]
+        for item in items.get(table, ()):
+            iid = item.item_id  # type: ignore[attr-defined]
+            if iid.endswith(REWRITE_SUFFIX) or (scope == "kept" and iid in failed):
+                continue
+            text = getattr(item, field)
+            d = current.get((table, iid))
+            if d is not None and d.item_text == text and not include_decided:
+                continue
+            ctx = "; ".join(f"{f}: {getattr(item, f)}" for f in CONTEXT[table] if str(getattr(item, f)) != "")
+            same = d is not None and d.item_text == text
+            out.append(ReviewItem(table, iid, item.clip_id, text, ctx, " | ".join(failed.get(iid, [])),  # type: ignore[attr-defined]
+                                  item.confidence, d.decision if same else "", (d.new_text or "") if same else ""))  # type: ignore[attr-defined]
+    out.sort(key=lambda r: (r.confidence, r.item_table, r.item_id))
+    return out[:max_items] if max_items else out
+
+
+# -------------------------------------------------------------------------------------------- sheets
+def write_sheet(items: Sequence[ReviewItem], path: Path) -> Path:
+    """A review sheet: CSV (spreadsheets) or JSONL, one item per row with empty decision columns."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"item_table": i.item_table, "item_id": i.item_id, "clip_id": i.clip_id, "context": i.context,
+             "text": i.text, "qc": i.qc, "decision": i.decision, "new_text": i.new_text, "reviewer": ""} for i in items]
+    if path.suffix == ".jsonl":
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    elif path.suffix == ".csv":
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=SHEET_COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+    else:
+        raise ValueError(f"review sheet {path}: use a .csv or .jsonl file name")
+    return path
+
+
+def read_sheet(path: Path) -> list[dict[str, str]]:
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"review sheet {path} not found")
+    if path.suffix == ".jsonl":
+        rows = []
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if line.strip():
+                try:
+                    rows.append({k: "" if v is None else str(v) for k, v in json.loads(line).items()})
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"review sheet {path} line {n} is not JSON: {exc}") from None
+        return rows
+    if path.suffix == ".csv":
+        with path.open(newline="") as f:
+            return [{k: v or "" for k, v in row.items() if k is not None} for row in csv.DictReader(f)]
+    raise ValueError(f"review sheet {path}: expected a .csv or .jsonl file")
+
+
+def to_decisions(rows: Sequence[Mapping[str, str | None]], items: Mapping[str, Sequence[Record]], *,
+                 reviewer: str, source: str, decided_at: str | None = None) -> tuple[list[ReviewDecision], list[str]]:
+    """Validated decisions from filled-in rows (sheet rows or UI input) and the problems found, by row.
+    Rows without a decision are skipped: a sheet may be returned half done."""
+    known = {(t, x.item_id): x for t, xs in items.items() for x in xs}  # type: ignore[attr-defined]
+    when = decided_at or now_iso()
+    out, errors = [], []
+    for n, row in enumerate(rows, 1):
+        decision = (row.get("decision") or "").strip().lower()
+        if not decision:
+            continue
+        table, iid = (row.get("item_table") or "").strip(), (row.get("item_id") or "").strip()
+        new_text = (row.get("new_text") or "").strip() or None
+        if decision not in DECISIONS:
+            errors.append(f"row {n} ({iid}): decision {decision!r} is not one of {', '.join(DECISIONS)}")
+            continue
+        item = known.get((table, iid))
+        if item is None:
+            errors.append(f"row {n}: no {table or '?'} item {iid!r} in this dataset version")
+            continue
+        if decision == "rewrite" and new_text is None:
+            errors.append(f"row {n} ({iid}): 'rewrite' needs the new text in new_text")
+            continue
+        out.append(ReviewDecision(
+            item_table=table, item_id=iid, clip_id=item.clip_id, decision=decision,  # type: ignore[attr-defined]
+            new_text=new_text if decision == "rewrite" else None, item_text=getattr(item, REVIEW_FIELD[table]),
+            reviewer=(row.get("reviewer") or "").strip() or reviewer, decided_at=when, source=source))  # type: ignore[arg-type]
+    return out, errors
+
+
+def decisions_sha(decisions: Sequence[ReviewDecision]) -> str:
+    blob = json.dumps([d.model_dump() for d in decisions], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ applying
+@dataclass
+class Overlay:
+    qc: list[QCResult]
+    items: dict[str, list[Record]]
+    counts: dict[str, int]  # accept / reject / rewrite applied, stale (item text changed), missing
+
+
+def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequence[Record]]) -> Overlay:
+    """The QC rows and rewritten item rows that make a version reflect the stored decisions."""
+    by_key = {(t, x.item_id): x for t, xs in items.items() for x in xs}  # type: ignore[attr-defined]
+    counts = {"accept": 0, "reject": 0, "rewrite": 0, "stale": 0, "missing": 0}
+    qc: list[QCResult] = []
+    new: dict[str, list[Record]] = {t: [] for t in ITEM_TABLES}
+    for (table, iid), d in sorted(latest_decisions(decisions).items()):
+        item = by_key.get((table, iid))
+        if item is None:
+            counts["missing"] += 1
+            continue
+        field = REVIEW_FIELD[table]
+        if getattr(item, field) != d.item_text:
+            counts["stale"] += 1
+            continue
+        counts[d.decision] += 1
+        who = f"{d.reviewer} ({d.source}, {d.decided_at})"
+        if d.decision == "accept":
+            qc.append(_qc(table, iid, d.clip_id, True, f"accepted by {who}"))
+            continue
+        if d.decision == "reject":
+            qc.append(_qc(table, iid, d.clip_id, False, f"rejected by {who}"))
+            continue
+        rid = iid + REWRITE_SUFFIX
+        qc.append(_qc(table, iid, d.clip_id, False, f"rewritten by {who} as {rid}"))
+        row = item.model_copy(update={field: d.new_text, "item_id": rid, "model": f"human:{d.reviewer}",
+                                      "confidence": 1.0})
+        new[table].append(row)
+        qc.append(_qc(table, rid, d.clip_id, True, f"written by {who} in place of {iid}"))
+        if table == "instructions":  # a person's answer must still satisfy the rule it is scored with
+            keep, reason, score = check_ifeval_answer(row, FilterSettings())  # type: ignore[arg-type]
+            qc.append(QCResult(item_table=table, item_id=rid, clip_id=d.clip_id, check="ifeval_answer",
+                               keep=keep, reason=reason, score=score))
+    return Overlay(qc, new, counts)
+
+
+def _qc(table: str, iid: str, clip: str, keep: bool, reason: str) -> QCResult:
+    return QCResult(item_table=table, item_id=iid, clip_id=clip, check=CHECK, keep=keep, reason=reason,
+                    score=1.0 if keep else 0.0)

@@ -1,0 +1,142 @@
+"""review flows: human verification of generated items, in the Prefect UI or through a review sheet.
+
+`review` (a sub-flow of build when `review.mode` is not "off"):
+- "ui": pauses its flow run with `pause_flow_run(wait_for_input=…)`. The Prefect UI shows a "Resume" form
+  built from `ReviewInput` (one decision per item, pre-filled "accept"; the item list is the form's
+  description); `prefect.flow_runs.resume_flow_run(flow_run_id, run_input={...})` does the same from code.
+  A blocking pause needs no deployment or worker: the flow's process waits, polling every `review.poll_s`,
+  and fails after `review.timeout_s`. Decisions go to a `reviews` shard and the build goes on to publish.
+- "file": writes a review sheet to `<dataset>/review/<run_id>.csv` and goes on; `earmark review import`
+  (`review_import_flow`) stores the filled-in sheet and publishes a new version.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.context import get_run_context
+from prefect.flow_runs import pause_flow_run
+from prefect.input import RunInput
+from pydantic import BaseModel
+
+from earmark.config import Config
+from earmark.publish import base_shards, review_keys
+from earmark.review import (
+    ITEM_TABLES,
+    REVIEW_VERSION,
+    ReviewItem,
+    decisions_sha,
+    read_sheet,
+    review_items,
+    to_decisions,
+    write_sheet,
+)
+from flows.common import open_catalog
+from flows.publish import publish_flow
+from schemas import TABLES, QCResult, ReviewDecision, from_table, to_table
+from storage import Catalog, ShardMeta, shard_key
+
+
+class ItemDecision(BaseModel):
+    item_table: str
+    item_id: str
+    text: str = ""  # the item's text, shown for reference; a rewrite goes in new_text
+    decision: Literal["accept", "reject", "rewrite"] = "accept"
+    new_text: str | None = None
+
+
+class ReviewInput(RunInput):
+    """What the Prefect UI asks for when a review pauses: who reviews, and one decision per item."""
+
+    reviewer: str = "reviewer"
+    decisions: list[ItemDecision] = []
+
+
+def _items_and_qc(cat: Catalog, shards: dict[str, list[str]]) -> tuple[dict, list[QCResult]]:
+    shards = base_shards(cat, shards)
+    items = {t: from_table(TABLES[t], cat.read(t, shards.get(t, []))) for t in ITEM_TABLES}
+    return items, from_table(QCResult, cat.read("qc", shards.get("qc", [])))
+
+
+def stored_decisions(cat: Catalog) -> list[ReviewDecision]:
+    return from_table(ReviewDecision, cat.read("reviews", review_keys(cat)))
+
+
+def store_decisions(cat: Catalog, decisions: list[ReviewDecision], run_id: str | None, source: str) -> str | None:
+    """One `reviews` shard per review round, keyed by its content (storing the same round twice is a no-op)."""
+    if not decisions:
+        return None
+    key = shard_key("reviews", REVIEW_VERSION, [], config={"sha": decisions_sha(decisions)})
+    if not cat.has_shard(key, ("reviews",)):
+        meta = ShardMeta(stage="review", stage_version=REVIEW_VERSION, inputs=[], model=source)
+        cat.write_shard(key, {"reviews": to_table(ReviewDecision, decisions)}, meta, run_id)
+    return key
+
+
+def _markdown(items: list[ReviewItem]) -> str:
+    def cell(s: str) -> str:
+        return s.replace("|", "/").replace("\n", " ")[:300]
+
+    lines = ["Decide per item: **accept**, **reject**, or **rewrite** with the new text in `new_text`.", "",
+             "| table | item | context | text | automatic QC |", "|---|---|---|---|---|"]
+    lines += [f"| {i.item_table} | `{i.item_id}` | {cell(i.context)} | {cell(i.text)} | {cell(i.qc) or 'kept'} |"
+              for i in items]
+    return "\n".join(lines)
+
+
+@flow(name="review", log_prints=True)
+def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = None) -> dict:
+    """One review round over the build's items (see the module doc); returns what it stored or wrote."""
+    logger = get_run_logger()
+    cat = open_catalog(cfg)
+    items, qc = _items_and_qc(cat, shards)
+    todo = review_items(items, qc, stored_decisions(cat), tables=cfg.review.tables, scope=cfg.review.scope,
+                        max_items=cfg.review.max_items)
+    if not todo:
+        logger.info("review: every item in scope already has a decision")
+        return {"mode": cfg.review.mode, "items": 0}
+    if cfg.review.mode == "file":
+        sheet = write_sheet(todo, cat.root / "review" / f"{run_id or 'latest'}.csv")
+        create_markdown_artifact(key="review-sheet", description="Items waiting for review", markdown=(
+            f"Review sheet with {len(todo)} items: `{sheet}`. Fill in `decision` (accept / reject / rewrite) and "
+            f"`new_text` for rewrites, then run `earmark review import -d {cfg.dataset} {sheet}`."))
+        logger.info("review: sheet with %d items written to %s", len(todo), sheet)
+        return {"mode": "file", "items": len(todo), "sheet": str(sheet)}
+
+    form = ReviewInput.with_initial_data(
+        description=_markdown(todo), reviewer="reviewer",
+        decisions=[ItemDecision(item_table=i.item_table, item_id=i.item_id, text=i.text) for i in todo])
+    logger.info("review: %d items; resume this flow run in the Prefect UI with your decisions", len(todo))
+    answer = pause_flow_run(wait_for_input=form, timeout=cfg.review.timeout_s, poll_interval=cfg.review.poll_s,
+                            key="review")
+    rows = [{**d.model_dump(), "reviewer": answer.reviewer} for d in answer.decisions]
+    decisions, errors = to_decisions(rows, items, reviewer=answer.reviewer or "reviewer", source="ui")
+    for e in errors:
+        logger.warning("review: ignored %s", e)
+    key = store_decisions(cat, decisions, run_id, "ui")
+    flow_run = get_run_context().flow_run  # type: ignore[union-attr]
+    logger.info("review: %d decisions stored (shard %s) from flow run %s", len(decisions), key, flow_run.id)
+    return {"mode": "ui", "items": len(todo), "decisions": len(decisions), "errors": errors, "shard": key}
+
+
+@flow(name="review-import", log_prints=True)
+def review_import_flow(cfg: Config, sheet: Path, reviewer: str = "reviewer", version: str | None = None) -> dict:
+    """Store a filled-in review sheet's decisions (about `version`, default the latest) and publish a new
+    version with every stored decision applied."""
+    cat = open_catalog(cfg)
+    version = version or cat.latest_version()
+    if version is None:
+        raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
+    shards = cat.version_shards(version)
+    items, _ = _items_and_qc(cat, shards)
+    decisions, errors = to_decisions(read_sheet(sheet), items, reviewer=reviewer, source="file")
+    if errors:
+        raise ValueError(f"review sheet {sheet}: nothing stored, fix these rows first:\n  " + "\n  ".join(errors))
+    if not decisions:
+        raise ValueError(f"review sheet {sheet} has no filled-in decision column")
+    key = store_decisions(cat, decisions, None, "file")
+    published = publish_flow(cfg, shards, None, note=f"review of {version}")
+    return {"decisions": len(decisions), "shard": key, **published}
