@@ -1,4 +1,4 @@
-"""build flow: ingest → analyze → synthesize → filter → publish, each a sub-flow visible in the UI.
+"""build flow: ingest → analyze → synthesize → filter → [review] → publish, each a sub-flow visible in the UI.
 
 Re-running build on unchanged inputs recomputes no shard and calls no LLM; the run's counters (shards
 computed/skipped per stage, LLM calls and cache hits, stage wall times) go to the catalog's `runs` table.
@@ -17,6 +17,7 @@ from flows.common import open_catalog, task_runner
 from flows.filter import filter_flow
 from flows.ingest import ingest_flow
 from flows.publish import publish_flow
+from flows.review import review_flow
 from flows.synthesize import synthesize_flow
 from storage.shards import remove_stale_temp_files
 
@@ -65,6 +66,10 @@ def build_flow(cfg: Config) -> dict[str, Any]:
         for name, res in synth["results"].items():
             tables[name] = res.keys(name)
         tables["rejections"] = [k for item in cfg.synthesize.items for k in synth["results"][item].keys("rejections")]
+        if cfg.review.mode != "off":  # human verification before publishing (pauses in "ui" mode)
+            review_flow(cfg, tables, run_id)
+            timings["review"] = time.perf_counter() - t
+            t = time.perf_counter()
         published = publish_flow(cfg, tables, run_id)
         timings["publish"] = time.perf_counter() - t
         status = "ok"
