@@ -6,6 +6,8 @@
     earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
     earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
     earmark sql -d NAME "SELECT …"     query a dataset's catalog
+    earmark review export -d NAME -o SHEET.csv   items to review (human verification) as a sheet
+    earmark review import -d NAME SHEET.csv      store decisions, publish a version applying them
     earmark corpus OUT_DIR             only generate the sample corpus
     earmark llm-serve                  run the embedded LLM server in the foreground
 """
@@ -186,6 +188,39 @@ def cmd_mecat_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_review(args: argparse.Namespace) -> int:
+    """Human verification through a sheet: export the items to review, or import the decisions."""
+    from storage import Catalog
+
+    cfg = _config(args, "default")
+    if args.review_command == "import":
+        from flows.review import review_import_flow
+
+        out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
+        print(f"{out['decisions']} decisions stored; version {out['version']} "
+              f"({'new' if out['created'] else 'unchanged'}), exports in {out['exports']}")
+        return 0
+    from earmark.publish import base_shards
+    from earmark.review import ITEM_TABLES, review_items, write_sheet
+    from flows.review import stored_decisions
+    from schemas import TABLES, QCResult, from_table
+
+    cat = Catalog(cfg.data_root, cfg.dataset)
+    version = args.version or cat.latest_version()
+    if version is None:
+        raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
+    shards = base_shards(cat, cat.version_shards(version))
+    items = {t: from_table(TABLES[t], cat.read(t, shards.get(t, []))) for t in ITEM_TABLES}
+    tables = [t.strip() for t in args.tables.split(",")] if args.tables else cfg.review.tables
+    todo = review_items(items, from_table(QCResult, cat.read("qc", shards.get("qc", []))), stored_decisions(cat),
+                        tables=tables, scope="all" if args.all else cfg.review.scope,
+                        max_items=args.max_items or cfg.review.max_items, include_decided=args.include_decided)
+    sheet = write_sheet(todo, args.out)
+    print(f"{len(todo)} items of {version} to review in {sheet}: fill in decision (accept / reject / rewrite) and "
+          f"new_text, then run: earmark review import -d {cfg.dataset} {sheet}")
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from storage import Catalog
 
@@ -287,6 +322,24 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--details", type=Path, help="write per-sample scores to this JSONL file")
     m.add_argument("--model-name", default="model")
     m.set_defaults(fn=cmd_mecat_score)
+
+    rv = sub.add_parser("review", help="human verification: export a review sheet, import decisions")
+    rvs = rv.add_subparsers(dest="review_command", required=True)
+    rx = rvs.add_parser("export", help="write the items to review (latest version) to a CSV or JSONL sheet")
+    _common(rx)
+    rx.add_argument("-o", "--out", type=Path, required=True, help="sheet to write: .csv or .jsonl")
+    rx.add_argument("--tables", help="comma-separated item tables (default: review.tables = entailment,instructions)")
+    rx.add_argument("--all", action="store_true", help="also items that automatic QC rejected")
+    rx.add_argument("--include-decided", action="store_true", help="also items that already have a decision")
+    rx.add_argument("--max-items", type=int, help="at most this many, lowest LLM confidence first")
+    rx.add_argument("--version", help="dataset version (default: latest)")
+    rx.set_defaults(fn=cmd_review)
+    ri = rvs.add_parser("import", help="store a filled-in sheet's decisions and publish a version applying them")
+    _common(ri)
+    ri.add_argument("sheet", type=Path)
+    ri.add_argument("--reviewer", default="reviewer", help="name stored with rows whose reviewer column is empty")
+    ri.add_argument("--version", help="the version the sheet was exported from (default: latest)")
+    ri.set_defaults(fn=cmd_review)
 
     q = sub.add_parser("sql", help="run a SQL query on a dataset's catalog (views per table)")
     _common(q)

@@ -254,3 +254,27 @@ def test_stale_decisions_are_not_applied_and_latest_wins():
     decisions, errors = to_decisions([{"item_table": "captions", "item_id": "s1:short:0", "decision": "Accept"}],
                                      {"captions": [cap]}, reviewer="r", source="file")
     assert not errors and decisions[0].decision == "accept" and decisions[0].item_text == "A man talks."
+
+
+def test_cli_review_export_and_import(built, tmp_path, capsys):
+    from earmark.cli import main
+
+    cfg, cat, _, _ = built
+    common = ["--data-root", str(cfg.data_root), "-d", cfg.dataset]
+    sheet = tmp_path / "todo.jsonl"
+    assert main(["review", "export", *common, "-o", str(sheet), "--tables", "entailment"]) == 0
+    rows = [json.loads(x) for x in sheet.read_text().splitlines()]
+    ids = {r["item_id"] for r in rows}
+    assert "a1:ent:neutral" in ids and "s1:ent:neutral" not in ids  # already decided in the UI round
+    assert all(not i.endswith("~rev") for i in ids)
+    for r in rows:
+        r["decision"] = "accept" if r["item_id"] == "a1:ent:neutral" else ""
+    sheet.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = cat.latest_version()
+    assert main(["review", "import", *common, str(sheet), "--reviewer", "dana"]) == 0
+    assert "1 decisions stored" in capsys.readouterr().out
+    v = cat.latest_version()
+    assert v != before
+    assert cat.query(f"SELECT reason FROM {v}.qc WHERE item_id = 'a1:ent:neutral' AND \"check\" = 'human_review'")[0][0] \
+        .startswith("accepted by dana (file,")
+    assert main(["review", "import", *common, str(tmp_path / "missing.csv")]) == 2
