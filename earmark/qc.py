@@ -204,13 +204,16 @@ def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequenc
     for c in captions:
         caps_by_clip[c.clip_id].append(c.text)
     verdicts: dict[int, Verdict] = {}
+    refs_of = {clip: sorted({hyps[i].premise for i in idx} | set(caps_by_clip.get(clip, []))) for clip, idx in by_clip.items()}
+    unique = sorted({h.hypothesis for h in hyps} | {r for refs in refs_of.values() for r in refs})
+    vec = dict(zip(unique, embed(unique))) if embed is not None and unique else {}  # one batch for the shard
     for clip, idx in by_clip.items():
         texts = [hyps[i].hypothesis for i in idx]
-        refs = sorted({hyps[i].premise for i in idx} | set(caps_by_clip.get(clip, [])))
+        refs = refs_of[clip]
         norm_t, norm_r = [normalise(t) for t in texts], [normalise(r) for r in refs]
-        if embed is not None:
-            e = embed(texts + refs)
-            sim_h, sim_r = e[:len(texts)] @ e[:len(texts)].T, e[:len(texts)] @ e[len(texts):].T
+        if vec:
+            et, er = np.stack([vec[t] for t in texts]), np.stack([vec[r] for r in refs])
+            sim_h, sim_r = et @ et.T, et @ er.T
         else:
             sim_h = np.zeros((len(texts), len(texts)))
             sim_r = np.zeros((len(texts), len(refs)))
