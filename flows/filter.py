@@ -46,10 +46,13 @@ def _margin_settings(cfg: Config) -> MarginSettings:
 
 
 def _key_config(cfg: Config) -> dict:
+    from metrics.similarity import resolve_sbert
+
     f = cfg.filter
-    model = f.clap_model if f.margin_backend == "clap" else f.sbert
-    return {**_settings(cfg).key_config(), "margin": _margin_settings(cfg).key_config(), "model": model,
-            "sbert": f.sbert}
+    # The resolved name, not the setting: "auto" changes model when the paper's TinyBERT enters the cache.
+    sbert = resolve_sbert(f.sbert)[1]
+    return {**_settings(cfg).key_config(), "margin": _margin_settings(cfg).key_config(), "sbert": sbert,
+            "clap": f.clap_model if f.margin_backend == "clap" else None}
 
 
 def _inputs_by_table(cat: Catalog, keys: list[str]) -> dict[str, list[str]]:

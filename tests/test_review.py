@@ -278,3 +278,15 @@ def test_cli_review_export_and_import(built, tmp_path, capsys):
     assert cat.query(f"SELECT reason FROM {v}.qc WHERE item_id = 'a1:ent:neutral' AND \"check\" = 'human_review'")[0][0] \
         .startswith("accepted by dana (file,")
     assert main(["review", "import", *common, str(tmp_path / "missing.csv")]) == 2
+
+
+def test_file_mode_writes_a_sheet_and_does_not_wait(built):
+    cfg, cat, shards, _ = built
+    file_cfg = cfg.model_copy(update={"review": cfg.review.model_copy(update={"mode": "file", "tables": ["qa", "captions"]})})
+    before = cat.latest_version()
+    out = review_flow(file_cfg, shards, "run-file")
+    assert out["mode"] == "file" and out["items"] > 0
+    rows = list(csv.DictReader(open(out["sheet"])))
+    assert Path(out["sheet"]).name == "run-file.csv" and len(rows) == out["items"]
+    assert all(r["decision"] == "" for r in rows) and "s2:long:0" not in {r["item_id"] for r in rows}
+    assert cat.latest_version() == before  # nothing published or stored by writing a sheet
