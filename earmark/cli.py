@@ -4,6 +4,7 @@
     earmark build INPUT... -d NAME     build a benchmark dataset from audio files/directories
     earmark evaluate -d NAME -p FILE   score predictions against the latest version (--metric date|fense|bleu)
     earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
+    earmark rerun -d NAME --stage synthesize --items entailment   re-run one stage after a prompt edit + diff
     earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
     earmark sql -d NAME "SELECT …"     query a dataset's catalog
     earmark review export -d NAME -o SHEET.csv   items to review (human verification) as a sheet
@@ -145,6 +146,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rerun(args: argparse.Namespace) -> int:
+    from flows.rerun import run_rerun
+
+    overrides: dict[str, Any] = {}
+    if args.prompt_dir:
+        overrides["synthesize.prompt_dir"] = str(args.prompt_dir)
+    if args.strategy:
+        overrides["synthesize.strategy"] = args.strategy
+    cfg = _config(args, "default", **overrides)
+    items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items else None
+    out = run_rerun(cfg, args.stage, items, args.version)
+    llm = out.get("llm") or {}
+    print(out["diff_markdown"])
+    print(f"version {out['version']} ({'new' if out['created'] else 'unchanged'}) from {out['base']}; "
+          f"LLM calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}; diff stored in {out['diff_report']}")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from flows.evaluate import evaluate_flow
 
@@ -276,6 +295,19 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=cmd_demo)
+
+    r = sub.add_parser("rerun", help="re-run one stage of a dataset from its latest version (e.g. after a prompt "
+                       "edit), publish a new version and print what changed")
+    _common(r)
+    _llm_args(r)
+    r.add_argument("--stage", required=True, choices=["analyze", "synthesize", "filter"],
+                   help="the stage to re-run; the stages after it follow, the ones before come from the version")
+    r.add_argument("--items", help="with --stage synthesize: comma-separated item types to regenerate "
+                   "(captions, qa, entailment, instructions); the others are kept from the version")
+    r.add_argument("--strategy", choices=["focused", "joint"], help="synthesis strategy (default: config)")
+    r.add_argument("--prompt-dir", type=Path, help="a directory of edited prompt templates (default: built-in)")
+    r.add_argument("--version", help="version to start from (default: latest)")
+    r.set_defaults(fn=cmd_rerun)
 
     e = sub.add_parser("evaluate", help="score a model on a version: its prediction files, or ask it (--endpoint)")
     _common(e)

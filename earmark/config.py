@@ -65,10 +65,13 @@ class LLMSection(Section):
 
 
 class SynthesizeSection(Section):
-    strategy: Literal["focused"] = "focused"
-    items: list[Literal["captions", "qa"]] = ["captions", "qa"]
+    # focused: one small prompt per caption kind / item (what 0.5B local models can do);
+    # joint: one chain-of-thought pass per clip writing every item (for capable endpoints)
+    strategy: Literal["focused", "joint"] = "focused"
+    items: list[Literal["captions", "qa", "entailment", "instructions"]] = ["captions", "qa", "entailment", "instructions"]
     absent_captions: Literal["rule", "llm"] = "rule"
     repair_attempts: int = Field(1, ge=0, le=3)
+    prompt_dir: Path | None = None  # a copy of prompts/ to edit; None = the built-in templates
 
 
 class FilterSection(Section):

@@ -1,4 +1,6 @@
-"""synthesize: evidence → MECAT captions (6 kinds × 3 references) and open QA pairs, through an LLM.
+"""synthesize: evidence → MECAT captions (6 kinds × 3 references) and open QA pairs, through an LLM
+(entailment hypotheses and instruction triples: earmark/synthesize_items.py; the joint strategy:
+earmark/synthesize_joint.py).
 
 Strategy "focused" (the one small local models can do): one small prompt per caption kind and one for QA,
 each carrying only its own evidence. Every reply is JSON-schema constrained, validated with pydantic, given
@@ -15,6 +17,7 @@ import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
@@ -161,6 +164,10 @@ class SynthesisSettings:
     repair_attempts: int = 1
     absent_captions: str = "rule"
     max_concurrency: int = 1
+    prompt_dir: Path | None = None  # None: the prompts/ package; its files' sha enter the keys either way
+
+    def prompt(self, name: str) -> Prompt:
+        return load_prompt(name, self.prompt_dir)
 
     def key_config(self) -> dict[str, Any]:
         return {"t": self.temperature_override, "seed": self.seed, "repair": self.repair_attempts,
@@ -220,7 +227,7 @@ def caption_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings) -> O
         if kind in CONTENT_KINDS and domain[CONTENT_KINDS[kind]] == "0" and settings.absent_captions == "rule":
             rows += _absent_rows(ev, kind)
             continue
-        prompt = load_prompt(f"caption_{kind}")
+        prompt = settings.prompt(f"caption_{kind}")
         messages = prompt.render(evidence_text=render(ev, kind))
         seen: set[str] = set()
 
@@ -261,7 +268,7 @@ QA_EVIDENCE = {
 def qa_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings, n: int = 5) -> Outcome:
     """n QA pairs over the MECAT categories, one focused call per pair."""
     clip_id, domain = ev["clip_id"], ev["domain"]
-    prompt = load_prompt("qa")
+    prompt = settings.prompt("qa")
     rows: list[QAPair] = []
     rejections: list[Rejection] = []
     asked: set[str] = set()
@@ -289,18 +296,47 @@ def qa_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings, n: int = 
     return Outcome(rows, rejections)
 
 
-def prompts_sha(names: Sequence[str]) -> str:
+def prompts_sha(names: Sequence[str], prompt_dir: Path | None = None) -> str:
     """One sha over several prompts (and the absent-caption rule) for a shard key."""
-    parts = [load_prompt(n).sha for n in names] + [ABSENT_SHA]
+    parts = [load_prompt(n, prompt_dir).sha for n in names] + [ABSENT_SHA]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
 CAPTION_PROMPTS = tuple(f"caption_{k}" for k in ("short", "long", "speech", "music", "sound", "environment"))
 
 
-def synthesize_shard(evidence: Sequence[dict[str, Any]], item: str, llm: LLM, settings: SynthesisSettings) -> Outcome:
-    """All clips of a shard for one item type ('captions' or 'qa'), with bounded concurrency."""
-    fn = caption_clip if item == "captions" else qa_clip
+ITEM_PROMPTS: dict[str, tuple[str, ...]] = {
+    "captions": CAPTION_PROMPTS, "qa": ("qa",), "entailment": ("entailment",), "instructions": ("ifeval",),
+    "joint": ("joint",),
+}
+
+
+def synthesize_shard(evidence: Sequence[dict[str, Any]], item: str, llm: LLM, settings: SynthesisSettings,
+                     captions: Sequence[Caption] = ()) -> Outcome:
+    """All clips of a shard for one item type of the focused strategy, with bounded concurrency.
+
+    'captions', 'qa', 'entailment' (premises from `captions`, the shard's caption rows) or 'instructions'."""
+    from earmark.synthesize_items import entailment_clip, instructions_clip
+
+    fns: dict[str, Callable[[dict[str, Any]], Outcome]] = {
+        "captions": lambda ev: caption_clip(ev, llm, settings),
+        "qa": lambda ev: qa_clip(ev, llm, settings),
+        "entailment": lambda ev: entailment_clip(ev, list(captions), llm, settings),
+        "instructions": lambda ev: instructions_clip(ev, llm, settings),
+    }
+    if item not in fns:
+        raise ValueError(f"unknown item type {item!r}; use one of {', '.join(fns)}")
     with ThreadPoolExecutor(max_workers=settings.max_concurrency) as pool:
-        outcomes = list(pool.map(lambda ev: fn(ev, llm, settings), evidence))
+        outcomes = list(pool.map(fns[item], evidence))
     return Outcome([r for o in outcomes for r in o.rows], [r for o in outcomes for r in o.rejections])
+
+
+def synthesize_joint_shard(evidence: Sequence[dict[str, Any]], llm: LLM, settings: SynthesisSettings,
+                           items: Sequence[str]) -> dict[str, Outcome]:
+    """The joint strategy over a shard: {item type: Outcome} for the requested item types."""
+    from earmark.synthesize_joint import joint_clip
+
+    with ThreadPoolExecutor(max_workers=settings.max_concurrency) as pool:
+        per_clip = list(pool.map(lambda ev: joint_clip(ev, llm, settings), evidence))
+    return {item: Outcome([r for o in per_clip for r in o[item].rows], [r for o in per_clip for r in o[item].rejections])
+            for item in items}

@@ -31,13 +31,19 @@ class Prompt:
         return [{"role": "system", "content": self.system.strip()}, {"role": "user", "content": user.strip()}]
 
 
-@cache
-def load_prompt(name: str, prompt_dir: Path = PROMPT_DIR) -> Prompt:
+def load_prompt(name: str, prompt_dir: Path | None = None) -> Prompt:
+    """The prompt `name` from `prompt_dir` (default: this package). Read on every call, so an edited file
+    is seen by a running process; parsing is cached by content."""
+    prompt_dir = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
     path = prompt_dir / f"{name}.toml"
     if not path.exists():
         known = ", ".join(sorted(p.stem for p in prompt_dir.glob("*.toml")))
         raise FileNotFoundError(f"prompt {name!r} not found in {prompt_dir} (known: {known})")
-    raw = path.read_bytes()
+    return _parse(name, path.read_bytes())
+
+
+@cache
+def _parse(name: str, raw: bytes) -> Prompt:
     spec = tomllib.loads(raw.decode())
     return Prompt(
         name=name,

@@ -121,3 +121,28 @@ def test_mecat_export_and_evaluation(built, tmp_path):
     assert means["good-model"] > means["bad-model"] + 0.2
     assert "environment" in g["markdown"] and b["eval_id"] != g["eval_id"]
     con.close()
+
+
+def test_rerun_after_editing_only_the_entailment_prompt_regenerates_only_entailment(built, tmp_path):
+    import prompts as prompts_pkg
+    from flows.rerun import run_rerun
+
+    cfg, first, _, _ = built
+    edited = tmp_path / "prompts"
+    shutil.copytree(Path(prompts_pkg.__file__).parent, edited, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    path = edited / "entailment.toml"
+    path.write_text(path.read_text().replace("Make the neutral one hard:", "Make the neutral one genuinely hard:"))
+    cfg2 = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"prompt_dir": edited})})
+
+    out = run_rerun(cfg2, "synthesize", ["entailment"])
+    assert out["created"] and out["base"] == first["version"]
+    assert set(out["shards"]) == {"synthesize:evidence", "synthesize:entailment", "filter"}
+    assert out["shards"]["synthesize:entailment"]["computed"] >= 1
+    assert out["shards"]["synthesize:evidence"]["computed"] == 0
+    assert out["llm"]["calls"] > 0
+    touched = set(out["diff"])
+    assert touched & {"entailment", "rejections"} and touched <= {"entailment", "rejections", "qc"}
+    assert Path(out["diff_report"]).read_text().startswith(f"# e2e {first['version']} → {out['version']}")
+
+    again = run_rerun(cfg2, "synthesize", ["entailment"])  # nothing changed since: no call, same version
+    assert not again["created"] and again["version"] == out["version"] and again["llm"]["calls"] == 0

@@ -1,0 +1,143 @@
+"""rerun flow: re-run one stage (and what depends on it) of a published version, publish, and diff.
+
+After editing a prompt or a threshold, the user re-runs only that stage from the catalog — the input
+audio is not needed. Upstream shards come from the base version (default: the latest); the stage's
+tasks compute their shard keys as usual, so only shards whose inputs, prompts or settings changed are
+recomputed, and inside a synthesis shard only requests whose rendered messages changed reach the LLM.
+
+- stage "synthesize" with `items` (e.g. only entailment): the other item types' shards are taken from the
+  base version unchanged, then filter and publish;
+- stage "filter": new QC verdicts (e.g. after a threshold change) over the base version's items;
+- stage "analyze": every expert, then synthesize, filter and publish (a build without ingest).
+
+The new version is diffed against the base (rows added / changed / removed per table); the diff is
+printed, stored as `reports/diff-<base>-<new>.md` and attached to the run as an artifact.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+
+from earmark.config import Config
+from flows.analyze import analyze_flow
+from flows.common import StageResult, open_catalog, task_runner
+from flows.filter import filter_flow
+from flows.publish import publish_flow
+from flows.synthesize import synthesize_flow
+from storage import Catalog, ShardRef
+from storage.diff import diff_markdown, version_diff
+
+STAGES = ("analyze", "synthesize", "filter")
+ITEMS = ("captions", "qa", "entailment", "instructions")
+
+
+def _first_input(cat: Catalog, table: str, keys: list[str]) -> dict[str, str]:
+    """shard key → its first input key (the clip shard of an expert/evidence shard, the evidence shard of
+    an item shard)."""
+    if not keys:
+        return {}
+    rows = cat.query("SELECT key, inputs[1] FROM shards WHERE table_name = ? AND list_contains(?, key)", [table, keys])
+    return dict(rows)
+
+
+def base_refs(cat: Catalog, version: str) -> dict[str, Any]:
+    """The base version's shards, aligned per clip shard: clip refs, expert refs, evidence and item refs."""
+    shards = cat.version_shards(version)
+    clip_keys = shards.get("clips", [])
+    clip_refs = [ShardRef(k, ("clips", "quarantine")) for k in clip_keys]
+    expert_tables = [t for t in shards if t not in ("clips", "quarantine", "evidence", "qc", "rejections", *ITEMS)]
+    experts: dict[str, list[ShardRef]] = {}
+    for table in expert_tables:
+        by_clip = {clip: key for key, clip in _first_input(cat, table, shards[table]).items()}
+        if all(c in by_clip for c in clip_keys):
+            experts[table] = [ShardRef(by_clip[c], (table,)) for c in clip_keys]
+    evidence = {clip: key for key, clip in _first_input(cat, "evidence", shards.get("evidence", [])).items()}
+    items: dict[str, list[ShardRef]] = {}
+    for item in ITEMS:
+        by_evidence = {ev: key for key, ev in _first_input(cat, item, shards.get(item, [])).items()}
+        refs = [by_evidence.get(evidence.get(c, ""), "") for c in clip_keys]
+        if refs and all(refs):
+            items[item] = [ShardRef(k, (item, "rejections")) for k in refs]
+    return {"shards": shards, "clip_refs": clip_refs, "experts": experts, "items": items}
+
+
+@flow(name="rerun", log_prints=True)
+def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}; re-run one of {', '.join(STAGES)} (ingest needs the audio: "
+                         "use `earmark build`)")
+    cat = open_catalog(cfg)
+    base = version or cat.latest_version()
+    if base is None or base not in cat.versions():
+        raise ValueError(f"dataset {cfg.dataset!r} has no version {base!r} to re-run from; run `earmark build` first")
+    items = list(items or cfg.synthesize.items)
+    bad = set(items) - set(ITEMS)
+    if bad:
+        raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEMS)}")
+    if stage != "synthesize" and items != list(cfg.synthesize.items):
+        raise ValueError("--items only applies to --stage synthesize")
+    b = base_refs(cat, base)
+    if not b["clip_refs"]:
+        raise ValueError(f"version {base} has no clips")
+    runner = task_runner(cfg)
+    run_id = cat.start_run("rerun", {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")})
+    stats: dict[str, Any] = {"stage": stage, "items": items, "base": base, "timings_s": {}, "shards": {}}
+    status = "failed"
+    try:
+        experts = b["experts"]
+        t = time.perf_counter()
+        if stage == "analyze":
+            got = analyze_flow.with_options(task_runner=runner)(cfg, b["clip_refs"], run_id)
+            experts = {name: res.refs for name, res in got.items()}
+            stats["shards"].update({f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()})
+            stats["timings_s"]["analyze"] = round(time.perf_counter() - t, 2)
+        item_refs: dict[str, list[ShardRef]] = dict(b["items"])
+        evidence_keys = b["shards"].get("evidence", [])
+        if stage in ("analyze", "synthesize"):
+            t = time.perf_counter()
+            kept = {k: v for k, v in b["items"].items() if k not in items} if stage == "synthesize" else {}
+            scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
+            synth = synthesize_flow.with_options(task_runner=runner)(scfg, b["clip_refs"], experts, run_id, kept)
+            for name, res in synth["results"].items():
+                stats["shards"][f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
+            evidence_keys = synth["results"]["evidence"].keys("evidence")
+            item_refs = {**kept, **{i: synth["results"][i].refs for i in items}}
+            stats["llm"] = synth["llm"]
+            stats["timings_s"]["synthesize"] = round(time.perf_counter() - t, 2)
+        t = time.perf_counter()
+        per_shard = [list(dict.fromkeys(refs[i] for refs in item_refs.values())) for i in range(len(b["clip_refs"]))]
+        qc = filter_flow.with_options(task_runner=runner)(cfg, per_shard, run_id)
+        stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
+        stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
+
+        tables = {t: list(keys) for t, keys in b["shards"].items()}
+        tables.update({name: [r.key for r in refs] for name, refs in experts.items()})
+        tables["evidence"] = evidence_keys
+        tables.update({item: [r.key for r in refs] for item, refs in item_refs.items()})
+        tables["rejections"] = sorted({r.key for refs in item_refs.values() for r in refs})
+        tables["qc"] = qc.keys("qc")
+        published = publish_flow(cfg, tables, run_id)
+        diffs = version_diff(cat, base, published["version"])
+        report = diff_markdown(base, published["version"], diffs, cfg.dataset)
+        path = cat.root / "reports" / f"diff-{base}-{published['version']}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(report)
+        create_markdown_artifact(key="version-diff", markdown=report, description=f"{base} → {published['version']}")
+        stats["diff"] = {d.table: {"added": d.added, "changed": d.changed, "removed": d.removed} for d in diffs
+                         if d.touched}
+        status = "ok"
+    finally:
+        cat.finish_run(run_id, status, stats)
+    get_run_logger().info("rerun %s: %s", run_id, stats)
+    return {"run_id": run_id, **published, "base": base, "diff_report": str(path), "diff_markdown": report, **stats}
+
+
+def run_rerun(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
+    return rerun_flow.with_options(task_runner=task_runner(cfg))(cfg, stage, items, version)
+
+
+__all__ = ["rerun_flow", "run_rerun", "base_refs", "StageResult"]
