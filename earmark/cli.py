@@ -109,6 +109,14 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
     _print_table(cat, "Example QA:", "SELECT domain, category, question, answer FROM qa ORDER BY clip_id, qa_index LIMIT 3")
 
 
+def _preflight(cfg: Config) -> None:
+    """Construct the profile's experts now: a paper backend whose weights or package are missing fails
+    here, naming the model and where to put it, before ingest spends any time."""
+    from experts import build_experts
+
+    build_experts(cfg.analyze)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from earmark.ingest import discover
     from flows.build import run_build
@@ -116,6 +124,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs])
     if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs))}")
+    _preflight(cfg)
     result = run_build(cfg)
     summarize(cfg, result)
     return 0
@@ -126,6 +135,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from flows.build import run_build
 
     cfg = _config(args, "demo")
+    _preflight(cfg)
     corpus_dir = cfg.data_root / f"{cfg.dataset}-input"
     t0 = time.perf_counter()
     stamp = corpus_dir / ".earmark-demo.json"
