@@ -50,6 +50,37 @@ def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     return {"caption_clips": len(by_clip), "caption_refs": len(caps), "qa_pairs": len(qa)}
 
 
+def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
+    """Write the kept entailment and instruction items in their benchmarks' shapes.
+
+    - `entailment/entailment.csv`: audio (clip id), caption (the premise), hypothesis, label — the columns
+      of the Audio Entailment (CLE/ACE) release;
+    - `ifeval/ifeval.jsonl`: AudioBench-style records {audio, instruction, answer, dimension, rule,
+      rule_content} that `metrics.ifeval.ifeval_scores` reads once `model_prediction` is added.
+    """
+    import csv
+    import io
+
+    kept = _KEPT.format(v=version)
+    ent = cat.query(f"SELECT clip_id, premise, hypothesis, label, domain FROM {version}.entailment "
+                    f"WHERE item_id IN {kept} ORDER BY clip_id, label")
+    ins = cat.query(f"SELECT clip_id, instruction, answer, dimension, rule, rule_content, domain "
+                    f"FROM {version}.instructions WHERE item_id IN {kept} ORDER BY clip_id, item_id")
+    if ent:
+        buf = io.StringIO()
+        writer = csv.writer(buf)
+        writer.writerow(["audio", "caption", "hypothesis", "label", "domain"])
+        writer.writerows(ent)
+        (out_dir / "entailment").mkdir(parents=True, exist_ok=True)
+        (out_dir / "entailment" / "entailment.csv").write_text(buf.getvalue())
+    if ins:
+        (out_dir / "ifeval").mkdir(parents=True, exist_ok=True)
+        (out_dir / "ifeval" / "ifeval.jsonl").write_text("".join(json.dumps(
+            {"audio": c, "instruction": i, "answer": a, "dimension": d, "rule": r, "rule_content": rc, "domain": dom},
+            ensure_ascii=False) + "\n" for c, i, a, d, r, rc, dom in ins))
+    return {"entailment_hypotheses": len(ent), "instruction_triples": len(ins)}
+
+
 def base_shards(cat: Catalog, shards: dict[str, list[str]]) -> dict[str, list[str]]:
     """`shards` without review overlay shards (they are recomputed from all stored decisions)."""
     overlay = {k for (k,) in cat.query("SELECT DISTINCT key FROM shards WHERE stage = 'review-apply'")}

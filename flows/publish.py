@@ -14,7 +14,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
-from earmark.publish import base_shards, dataset_card, export_mecat, review_keys
+from earmark.publish import base_shards, dataset_card, export_items, export_mecat, review_keys
 from earmark.review import ITEM_TABLES, REVIEW_VERSION, review_overlay
 from flows.common import computed_or_cached, open_catalog
 from schemas import QCResult, ReviewDecision, TABLES, from_table, to_table
@@ -53,7 +53,7 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
     version, created = cat.publish(shards, run_id, note=note)
     out_dir: Path = cat.root / "exports" / version
     if created or not (out_dir / "README.md").exists():
-        counts = export_mecat(cat, version, out_dir)
+        counts = {**export_mecat(cat, version, out_dir), **export_items(cat, version, out_dir)}
         card = dataset_card(cat, version, counts)
         (out_dir / "README.md").write_text(card)
         create_markdown_artifact(key="dataset-card", markdown=card, description=f"{cat.dataset} {version}")

@@ -198,3 +198,18 @@ def test_bad_requests_name_the_fix(dataset, toy_model, tmp_path):
         evaluate_flow(dataset, endpoint=toy_model.base_url, tasks=["captions", "translation"])
     with pytest.raises(ValueError, match="nothing to score"):
         evaluate_flow(dataset)
+
+
+def test_publish_exports_entailment_and_ifeval_in_their_benchmark_shapes(dataset):
+    import csv
+
+    from metrics.ifeval import ifeval_scores
+
+    root = Path(dataset.data_root) / "ev" / "exports" / "v0001"
+    rows = list(csv.DictReader((root / "entailment" / "entailment.csv").open()))
+    assert len(rows) == len(HYPOTHESES) and set(rows[0]) == {"audio", "caption", "hypothesis", "label", "domain"}
+    assert {r["label"] for r in rows} == {"entailment", "neutral", "contradiction"}
+    records = [json.loads(line) for line in (root / "ifeval" / "ifeval.jsonl").read_text().splitlines()]
+    assert len(records) == len(INSTRUCTIONS)
+    scored = ifeval_scores([{**r, "model_prediction": r["answer"]} for r in records])  # the reference passes
+    assert scored["overall"]["IFR"] == 1.0
