@@ -60,6 +60,7 @@ def _config(args: argparse.Namespace, dataset_default: str, **extra: Any) -> Con
         "llm.model": getattr(args, "llm_model", None),
         "llm.schema_mode": getattr(args, "llm_schema_mode", None),
         "ingest.files_per_shard": getattr(args, "files_per_shard", None),
+        "synthesize.strategy": getattr(args, "strategy", None),
         "analyze.profile": getattr(args, "profile", None),
         "analyze.models_dir": str(args.models_dir) if getattr(args, "models_dir", None) else None,
         **extra,
@@ -162,8 +163,6 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     overrides: dict[str, Any] = {}
     if args.prompt_dir:
         overrides["synthesize.prompt_dir"] = str(args.prompt_dir)
-    if args.strategy:
-        overrides["synthesize.strategy"] = args.strategy
     cfg = _config(args, "default", **overrides)
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items else None
     out = run_rerun(cfg, args.stage, items, args.version)
@@ -295,6 +294,8 @@ def parser() -> argparse.ArgumentParser:
     _llm_args(b)
     _expert_args(b)
     b.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
+    b.add_argument("--strategy", choices=["focused", "joint"],
+                   help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)")
     b.set_defaults(fn=cmd_build)
 
     d = sub.add_parser("demo", help="generate a sample corpus (2 clips per domain) and build dataset 'demo'")
@@ -302,6 +303,8 @@ def parser() -> argparse.ArgumentParser:
     _llm_args(d)
     _expert_args(d)
     d.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
+    d.add_argument("--strategy", choices=["focused", "joint"],
+                   help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)")
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=cmd_demo)
