@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--groups", default=None, help="comma-separated subset of groups (default: all 15)")
     ap.add_argument("--reference-cache", type=Path, default=None,
                     help="directory for metrics.refcache.ReferenceCache; run twice to time cold vs warm")
     ap.add_argument("--system", default="baseline", choices=["baseline", "echo"],
@@ -74,7 +75,10 @@ def main() -> None:
           f"{args.threads} threads, metrics {', '.join(metrics)}, limit {args.limit or 'none'}")
     groups: dict[str, dict] = {}
     total, n_total = 0.0, 0
+    wanted = args.groups.split(",") if args.groups else None
     for group in (*CAPTION_GROUPS, *QA_GROUPS):
+        if wanted and group not in wanted:
+            continue
         refs = load_references(root, group)
         keys = sorted(refs)[: args.limit] if args.limit else sorted(refs)
         refs = {k: refs[k] for k in keys}
