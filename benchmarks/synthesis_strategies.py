@@ -93,13 +93,23 @@ def main() -> None:
     ap.add_argument("-d", "--dataset", default="demo")
     ap.add_argument("--data-root", default="data")
     ap.add_argument("--clips", type=int, default=None)
+    ap.add_argument("--per-domain", type=int, default=None, help="at most this many clips per domain code")
     ap.add_argument("--llm-model", default=LLMSection().model)
     ap.add_argument("--strategies", default="focused,joint")
     args = ap.parse_args()
     cat = Catalog(args.data_root, args.dataset)
     v = cat.latest_version()
-    rows = cat.query(f"SELECT evidence_json FROM {v}.evidence ORDER BY clip_id")
-    evidence = [json.loads(r[0]) for r in rows][: args.clips]
+    if v is not None:
+        rows = cat.query(f"SELECT evidence_json FROM {v}.evidence ORDER BY clip_id")
+    else:  # a build that stopped after the evidence stage: read its evidence shards
+        keys = [k for (k,) in cat.query("SELECT key FROM shards WHERE table_name = 'evidence' ORDER BY created_at")]
+        rows = [(e,) for e in cat.read("evidence", keys).column("evidence_json").to_pylist()]
+        v = "unpublished evidence"
+    evidence = sorted((json.loads(r[0]) for r in rows), key=lambda e: (e["domain"], e["clip_id"]))
+    if args.per_domain:
+        seen: Counter = Counter()
+        evidence = [e for e in evidence if (seen.update([e["domain"]]) or seen[e["domain"]] <= args.per_domain)]
+    evidence = evidence[: args.clips]
     llm_cfg = LLMSection(model=args.llm_model)
     print(f"{len(evidence)} clips of {args.dataset} {v}, model {args.llm_model}\n")
     for strategy in args.strategies.split(","):
