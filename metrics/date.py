@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from metrics.refcache import reference_key
+from metrics.refcache import cached_reference_means
 from metrics.similarity import load_sbert
 
 # mecat.DATE.DATE.subset_data_delta and the group → subtask map of DATE.forward, verbatim.
@@ -234,15 +234,8 @@ def date_scores(
     model = _resolve_model(sbert, dev)
     refs = [list(r) if len(r) else [""] for r in references]  # mecat's scorer substitutes "" for no reference
 
-    ref_mean = None
-    if reference_cache is not None:
-        key = reference_key("date", model, refs)
-        ref_mean = reference_cache.get(key)
-    if ref_mean is None:
-        ref_mean = _reference_means(model, refs, dev, batch_size)
-        if reference_cache is not None:
-            reference_cache[key] = ref_mean
-    ref_mean = ref_mean.to(dev)
+    ref_mean = cached_reference_means(reference_cache, "date", model, refs,
+                                      lambda: _reference_means(model, refs, dev, batch_size), dev)
     cand = _corpus_embeddings(model, list(candidates), dev, batch_size)
 
     penalty = error_penalties(error_checker, candidates, dev)

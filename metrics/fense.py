@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from metrics.date import _resolve_model, error_penalties
-from metrics.refcache import reference_key
+from metrics.refcache import cached_reference_means
 
 
 def _embed_unique(model, texts: list[str], device: torch.device, batch_size: int) -> torch.Tensor:
@@ -54,19 +54,14 @@ def fense_scores(
     model = _resolve_model(sbert, dev)
     refs = [list(r) if len(r) else [""] for r in references]  # mecat's scorer substitutes "" for no reference
 
-    ref_mean = None
-    if reference_cache is not None:
-        key = reference_key("fense", model, refs)
-        ref_mean = reference_cache.get(key)
-    if ref_mean is None:
+    def compute() -> torch.Tensor:
         owner = torch.as_tensor(np.repeat(np.arange(n), [len(r) for r in refs]), device=dev)
         with torch.no_grad():
             ref_emb = _embed_unique(model, [r for rs in refs for r in rs], dev, batch_size).to(dev)
         ref_mean = torch.zeros((n, ref_emb.shape[1]), device=dev).index_add_(0, owner, ref_emb)
-        ref_mean = ref_mean / torch.bincount(owner, minlength=n).clamp(min=1).unsqueeze(1).float()
-        if reference_cache is not None:
-            reference_cache[key] = ref_mean
-    ref_mean = ref_mean.to(dev)
+        return ref_mean / torch.bincount(owner, minlength=n).clamp(min=1).unsqueeze(1).float()
+
+    ref_mean = cached_reference_means(reference_cache, "fense", model, refs, compute, dev)
     with torch.no_grad():
         cand = _embed_unique(model, list(candidates), dev, batch_size).to(dev)
 

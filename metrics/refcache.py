@@ -75,3 +75,15 @@ class ReferenceCache:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+def cached_reference_means(cache, metric: str, model: torch.nn.Module, refs: list[list[str]], compute,
+                           device: torch.device) -> torch.Tensor:
+    """The reference means from `cache` (a dict or ReferenceCache, or None), else `compute()` stored in it."""
+    key = reference_key(metric, model, refs) if cache is not None else None
+    ref_mean = cache.get(key) if cache is not None else None
+    if ref_mean is None:
+        ref_mean = compute()
+        if cache is not None:
+            cache[key] = ref_mean
+    return ref_mean.to(device)
