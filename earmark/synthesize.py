@@ -105,6 +105,14 @@ class CaptionReply(BaseModel):
         return _check_sentence(v, 3, 60, (info.context or {}).get("max_chars"))
 
 
+def check_question(v: str, max_chars: int) -> str:
+    """One question, ending at its first '?' (small models append chatter after it)."""
+    v = _clean(v)
+    if "?" not in v:
+        raise ValueError(f"question must end with '?': {v[:80]!r}")
+    return _check_sentence(v[: v.index("?") + 1], 3, 30, max_chars)
+
+
 class QAItem(BaseModel):
     question: str
     answer: str
@@ -113,11 +121,7 @@ class QAItem(BaseModel):
     @field_validator("question")
     @classmethod
     def is_question(cls, v: str) -> str:
-        v = _clean(v)
-        if "?" not in v:
-            raise ValueError(f"question must end with '?': {v[:80]!r}")
-        v = v[: v.index("?") + 1]  # drop what a small model appends after its question
-        return _check_sentence(v, 3, 30, QA_MAX_CHARS["question"])
+        return check_question(v, QA_MAX_CHARS["question"])
 
     @field_validator("answer")
     @classmethod

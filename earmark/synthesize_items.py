@@ -23,7 +23,16 @@ from typing import Any
 from pydantic import BaseModel, field_validator
 
 from earmark.evidence import render
-from earmark.synthesize import LLM, Confidence, Outcome, SynthesisSettings, _ask, _check_sentence, _clean
+from earmark.synthesize import (
+    LLM,
+    Confidence,
+    Outcome,
+    SynthesisSettings,
+    _ask,
+    _check_sentence,
+    _clean,
+    check_question,
+)
 from metrics.ifeval import check_rule
 from schemas.records import Caption, EntailmentHypothesis, InstructionTriple, Rejection
 
@@ -199,10 +208,7 @@ class InstructionReply(BaseModel):
     @field_validator("question")
     @classmethod
     def is_question(cls, v: str) -> str:
-        v = _clean(v)
-        if "?" not in v:
-            raise ValueError(f"question must end with '?': {v[:80]!r}")
-        return _check_sentence(v[: v.index("?") + 1], 3, 30, 140)
+        return check_question(v, 140)
 
 
 def _strip_symbols(text: str) -> str:
