@@ -25,6 +25,7 @@ from metrics.mecat_eval import METRICS as MECAT_METRICS
 from metrics.mecat_eval import MecatReport, evaluate_mecat, groups_for, load_references, metric_keys
 from metrics.similarity import mean_reference_cosine
 from schemas.records import CAPTION_KINDS, QA_CATEGORIES, Score
+from earmark.publish import kept_items
 from storage import Catalog
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".txt")
@@ -119,7 +120,7 @@ def prediction_files(path: Path, subtask: str | None, kinds: tuple[str, ...] = C
 def caption_references(cat: Catalog, version: str, kind: str) -> dict[str, list[str]]:
     rows = cat.query(
         f"SELECT clip_id, text FROM {version}.captions WHERE kind = ? AND item_id IN "
-        f"(SELECT item_id FROM {version}.qc GROUP BY item_id HAVING bool_and(keep)) ORDER BY clip_id, ref_index",
+        f"{kept_items(version)} ORDER BY clip_id, ref_index",
         [kind],
     )
     refs: dict[str, list[str]] = {}

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 
 from earmark.llm import LLMClient
 from earmark.llm.client import LLMEndpointError
+from earmark.publish import kept_items
 from metrics.entailment import LABELS, entailment_scores, parse_label
 from metrics.ifeval import JUDGE_PROMPT, check_rule, ifeval_scores, normalize_dimension, parse_judge_rating
 from schemas.records import Score
 from storage import Catalog
 
 ITEM_SUBTASKS = ("entailment", "ifeval")
-_KEPT = "(SELECT item_id FROM {v}.qc GROUP BY item_id HAVING bool_and(keep))"
 
 # Asked of the model under test, with the clip as the premise; yes/no/maybe is what parse_label reads.
 ENTAILMENT_PROMPT = (
@@ -84,13 +84,13 @@ class ItemResult:
 
 def entailment_items(cat: Catalog, version: str) -> list[EntailmentItem]:
     rows = cat.query(f"SELECT item_id, clip_id, hypothesis, label FROM {version}.entailment "
-                     f"WHERE item_id IN {_KEPT.format(v=version)} ORDER BY item_id")
+                     f"WHERE item_id IN {kept_items(version)} ORDER BY item_id")
     return [EntailmentItem(*r) for r in rows]
 
 
 def instruction_items(cat: Catalog, version: str) -> list[InstructionItem]:
     rows = cat.query(f"SELECT item_id, clip_id, instruction, answer, dimension, rule, rule_content "
-                     f"FROM {version}.instructions WHERE item_id IN {_KEPT.format(v=version)} ORDER BY item_id")
+                     f"FROM {version}.instructions WHERE item_id IN {kept_items(version)} ORDER BY item_id")
     return [InstructionItem(*r) for r in rows]
 
 

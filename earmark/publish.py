@@ -19,6 +19,11 @@ from storage import Catalog
 _KEPT = "(SELECT item_id FROM {v}.qc GROUP BY item_id HAVING bool_and(keep))"
 
 
+def kept_items(version: str) -> str:
+    """SQL subquery of the item ids every QC check of `version` kept (what exports and evaluation use)."""
+    return _KEPT.format(v=version)
+
+
 def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     """Write caption/<domain>.jsonl and qa/<domain>.jsonl for `version`; returns counts."""
     kept = _KEPT.format(v=version)

@@ -51,6 +51,7 @@ from earmark.evaluate_items import (
     verdicts_from_rows,
 )
 from earmark.llm_session import open_llm
+from earmark.publish import kept_items
 from flows.common import computed_or_cached, open_catalog
 from metrics.refcache import ReferenceCache
 from metrics.report import cdf_plot, entailment_table_markdown, ifeval_table_markdown
@@ -85,7 +86,7 @@ def run_model_task(cfg: Config, version: str, endpoint: str, model_id: str, task
     from earmark.evaluate_items import model_requests
 
     cat = open_catalog(cfg)
-    kept = f"(SELECT item_id FROM {version}.qc GROUP BY item_id HAVING bool_and(keep))"
+    kept = kept_items(version)
     requests: dict[str, list[tuple[str, str, str]]] = {}
     if "captions" in tasks:
         for clip_id, kind in cat.query(f"SELECT DISTINCT clip_id, kind FROM {version}.captions "
