@@ -20,8 +20,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.date_speed import load_group  # noqa: E402
-from metrics.date import _tokenize  # noqa: E402
-from metrics.similarity import load_sbert  # noqa: E402
+from earmark.metrics.date import _tokenize  # noqa: E402
+from earmark.metrics.similarity import load_sbert  # noqa: E402
 
 
 def token_counts(model, texts: list[str], batch: int = 32) -> tuple[int, int, int, float]:

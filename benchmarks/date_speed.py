@@ -26,8 +26,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from metrics.date import GROUP_DELTA, date_scores  # noqa: E402
-from metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
+from earmark.metrics.date import GROUP_DELTA, date_scores  # noqa: E402
+from earmark.metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
 
 DOMAINS = ("000", "00A", "0M0", "0MA", "S00", "S0A", "SM0", "SMA")
 

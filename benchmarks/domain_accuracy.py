@@ -22,11 +22,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from earmark.corpus import generate_corpus  # noqa: E402
-from earmark.ingest import IngestConfig, decode_clip, ingest_file  # noqa: E402
-from experts.domain import HeuristicDomainExpert  # noqa: E402
-from experts.levels import LevelsExpert  # noqa: E402
-from experts.vad import SileroVADExpert  # noqa: E402
-from schemas.records import DOMAIN_CODES, domain_flags  # noqa: E402
+from earmark.stages.ingest import IngestConfig, decode_clip, ingest_file  # noqa: E402
+from earmark.experts.domain import HeuristicDomainExpert  # noqa: E402
+from earmark.experts.levels import LevelsExpert  # noqa: E402
+from earmark.experts.vad import SileroVADExpert  # noqa: E402
+from earmark.schemas.records import DOMAIN_CODES, domain_flags  # noqa: E402
 
 
 FLAGS = ("speech", "music", "sound")

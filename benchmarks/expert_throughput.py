@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from earmark.config import AnalyzeSection  # noqa: E402
 from earmark.corpus import generate_corpus  # noqa: E402
-from earmark.ingest import IngestConfig, decode_clip, ingest_file  # noqa: E402
-from experts import build_experts  # noqa: E402
+from earmark.stages.ingest import IngestConfig, decode_clip, ingest_file  # noqa: E402
+from earmark.experts import build_experts  # noqa: E402
 
 
 def run(per_domain: int, seed: int, workdir: Path) -> dict:

@@ -28,15 +28,15 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from metrics.date import QA_GROUPS  # noqa: E402
-from metrics.mecat_eval import (  # noqa: E402
+from earmark.metrics.date import QA_GROUPS  # noqa: E402
+from earmark.metrics.mecat_eval import (  # noqa: E402
     CAPTION_GROUPS,
     MecatReport,
     load_references,
     score_group,
     wheel_reference_root,
 )
-from metrics.similarity import load_sbert  # noqa: E402
+from earmark.metrics.similarity import load_sbert  # noqa: E402
 
 
 def baseline(group: str, refs: dict[str, list[str]], caption_refs: dict[str, dict]) -> dict[str, str]:
@@ -65,7 +65,7 @@ def main() -> None:
 
     cache = None
     if args.reference_cache is not None:
-        from metrics.refcache import ReferenceCache
+        from earmark.metrics.refcache import ReferenceCache
         cache = ReferenceCache(args.reference_cache)
     root = wheel_reference_root()
     t0 = time.perf_counter()

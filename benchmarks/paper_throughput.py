@@ -26,10 +26,10 @@ import numpy as np
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from experts.base import ClipAudio  # noqa: E402
-from experts.models import model_path  # noqa: E402
-from experts.paper import random_weights as rw  # noqa: E402
-from schemas.records import SpeechActivity  # noqa: E402
+from earmark.experts.base import ClipAudio  # noqa: E402
+from earmark.experts.models import model_path  # noqa: E402
+from earmark.experts.paper import random_weights as rw  # noqa: E402
+from earmark.schemas.records import SpeechActivity  # noqa: E402
 
 TAGGER = "bench/ast-base-audioset"
 WHISPER = "bench/whisper-large-v3-ct2"
@@ -37,7 +37,7 @@ NISQA = "bench/nisqa.tar"
 
 
 def audioset_labels() -> list[str]:
-    from experts.paper.audioset import MUSIC_LABELS, NON_CONTENT_LABELS, SPEECH_LABELS
+    from earmark.experts.paper.audioset import MUSIC_LABELS, NON_CONTENT_LABELS, SPEECH_LABELS
 
     named = sorted(SPEECH_LABELS | MUSIC_LABELS | NON_CONTENT_LABELS)
     return named + [f"sound event {i}" for i in range(527 - len(named))]  # 527 outputs, as AudioSet
@@ -49,7 +49,7 @@ def build(root: Path, device: str) -> None:
     if not (root / WHISPER / "model.bin").exists():
         rw.whisper_ct2(root / WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100, quantization="float16")
     if importlib.util.find_spec("torchmetrics") and not (root / NISQA).exists():
-        from experts.paper.nisqa import random_checkpoint
+        from earmark.experts.paper.nisqa import random_checkpoint
 
         random_checkpoint(root / NISQA)
 
@@ -90,31 +90,31 @@ def main() -> None:
                                      segments=[], speech_s=args.clip_s, speech_ratio=1.0, max_prob=1.0) for c in batch}
     rows = []
     if "tags" in only:
-        from experts.paper.tagger import AudioSetTagsExpert
+        from earmark.experts.paper.tagger import AudioSetTagsExpert
 
         rows.append(timed("tags", AudioSetTagsExpert(TAGGER, args.models_dir, device=args.device,
                                                      batch_size=args.batch_size), batch, {}, audio_s))
     if "asr" in only:
-        from experts.paper.asr import FasterWhisperPaperExpert
+        from earmark.experts.paper.asr import FasterWhisperPaperExpert
 
         ct = args.compute_type or ("float16" if args.device == "cuda" else "int8")
         rows.append(timed("asr", FasterWhisperPaperExpert(WHISPER, args.models_dir, device=args.device, compute_type=ct,
                                                           batch_size=args.batch_size, max_new_tokens=args.asr_tokens),
                           batch, {"vad": vad}, audio_s))
     if "dnsmos" in only:
-        from experts.quality import DNSMOSExpert
+        from earmark.experts.quality import DNSMOSExpert
 
         rows.append(timed("dnsmos", DNSMOSExpert(), batch, {}, audio_s))
     if "nisqa" in only and model_path(NISQA, args.models_dir).exists():
-        from experts.paper.nisqa import NISQAExpert
+        from earmark.experts.paper.nisqa import NISQAExpert
 
         rows.append(timed("nisqa", NISQAExpert(NISQA, args.models_dir, device=args.device, batch_size=args.batch_size),
                           batch, {}, audio_s))
     if "separation" in only:
         if importlib.util.find_spec("demucs") and (args.models_dir / "demucs" / "htdemucs.yaml").exists():
-            from experts.paper.music import DemucsSeparationExpert
-            from experts.paper.tagger import TaggerDomainExpert
-            from schemas.records import SoundEvents
+            from earmark.experts.paper.music import DemucsSeparationExpert
+            from earmark.experts.paper.tagger import TaggerDomainExpert
+            from earmark.schemas.records import SoundEvents
 
             ev = SoundEvents(clip_id="x", expert="tags", backend="b", expert_version="1", label_set="audioset-527",
                              window_s=2.0, windows=[], clip_tags=[])

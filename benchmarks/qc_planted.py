@@ -1,7 +1,7 @@
 """Precision and recall of each QC check on a set with planted bad items.
 
 How the set is built (no LLM, no audio): 48 clips, 6 per MECAT domain. Each clip gets an evidence dict of the
-shape `earmark.evidence.build_evidence` writes (content presence, a hand-written transcript for speech clips,
+shape `earmark.stages.evidence.build_evidence` writes (content presence, a hand-written transcript for speech clips,
 tempo/key/beat for music clips, coarse sound tags for sound clips, levels/quality/acoustics), and clean
 hand-templated items: a long and a short caption, speech/music/sound captions (absence stated by the rule text
 where the domain lacks the content), one QA pair, three entailment hypotheses and two IFEval triples whose
@@ -29,11 +29,11 @@ from collections import defaultdict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from earmark.margin import EvidenceSbertBackend, MarginSettings, margin_checks  # noqa: E402
-from earmark.qc import ClipContext, FilterSettings, run_checks  # noqa: E402
-from earmark.synthesize import ABSENT_TEXT  # noqa: E402
-from metrics.similarity import embed, load_sbert  # noqa: E402
-from schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
+from earmark.stages.margin import EvidenceSbertBackend, MarginSettings, margin_checks  # noqa: E402
+from earmark.stages.qc import ClipContext, FilterSettings, run_checks  # noqa: E402
+from earmark.stages.synthesis.focused import ABSENT_TEXT  # noqa: E402
+from earmark.metrics.similarity import embed, load_sbert  # noqa: E402
+from earmark.schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
 
 TRANSCRIPTS = [
     "the train to the airport leaves from platform four", "please remember to bring your passport tomorrow",

@@ -23,9 +23,9 @@ from collections import Counter
 from pathlib import Path
 
 from earmark.config import LLMSection
-from earmark.llm_session import open_llm
-from earmark.synthesize import SynthesisSettings, synthesize_joint_shard, synthesize_shard
-from storage import Catalog
+from earmark.llm.session import open_llm
+from earmark.stages.synthesis.focused import SynthesisSettings, synthesize_joint_shard, synthesize_shard
+from earmark.storage import Catalog
 
 ITEMS = ("captions", "qa", "entailment", "instructions")
 PLANNED = {"captions": 18, "qa": 5, "entailment": 3, "instructions": 3}

@@ -81,7 +81,7 @@ def _print_table(cat, title: str, sql: str) -> None:
 
 
 def summarize(cfg: Config, result: dict[str, Any]) -> None:
-    from storage import Catalog
+    from earmark.storage import Catalog
 
     cat = Catalog(cfg.data_root, cfg.dataset)
     print("\n" + "=" * 100)
@@ -113,14 +113,14 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
 def _preflight(cfg: Config) -> None:
     """Construct the profile's experts now: a paper backend whose weights or package are missing fails
     here, naming the model and where to put it, before ingest spends any time."""
-    from experts import build_experts
+    from earmark.experts import build_experts
 
     build_experts(cfg.analyze)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from earmark.ingest import discover
-    from flows.build import run_build
+    from earmark.stages.ingest import discover
+    from earmark.flows.build import run_build
 
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs])
     if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
@@ -133,7 +133,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from earmark.corpus import generate_corpus, load_manifest
-    from flows.build import run_build
+    from earmark.flows.build import run_build
 
     cfg = _config(args, "demo")
     _preflight(cfg)
@@ -158,7 +158,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from flows.rerun import run_rerun
+    from earmark.flows.rerun import run_rerun
 
     overrides: dict[str, Any] = {}
     if args.prompt_dir:
@@ -174,7 +174,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from flows.evaluate import evaluate_flow
+    from earmark.flows.evaluate import evaluate_flow
 
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
@@ -188,11 +188,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_mecat_score(args: argparse.Namespace) -> int:
     """Score prediction files against a MECAT reference directory, without a dataset or Prefect."""
-    from earmark.evaluate import MECAT_SUBTASKS, load_predictions, parse_metrics, prediction_files
-    from metrics.error_checker import load_error_checker
-    from metrics.mecat_eval import evaluate_mecat, wheel_reference_root, write_details
-    from metrics.refcache import ReferenceCache
-    from metrics.similarity import load_sbert, resolve_sbert
+    from earmark.stages.evaluate import MECAT_SUBTASKS, load_predictions, parse_metrics, prediction_files
+    from earmark.metrics.error_checker import load_error_checker
+    from earmark.metrics.mecat_eval import evaluate_mecat, wheel_reference_root, write_details
+    from earmark.metrics.refcache import ReferenceCache
+    from earmark.metrics.similarity import load_sbert, resolve_sbert
 
     metrics = parse_metrics(args.metric)
     if metrics == ["similarity"]:
@@ -218,20 +218,20 @@ def cmd_mecat_score(args: argparse.Namespace) -> int:
 
 def cmd_review(args: argparse.Namespace) -> int:
     """Human verification through a sheet: export the items to review, or import the decisions."""
-    from storage import Catalog
+    from earmark.storage import Catalog
 
     cfg = _config(args, "default")
     if args.review_command == "import":
-        from flows.review import review_import_flow
+        from earmark.flows.review import review_import_flow
 
         out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
         print(f"{out['decisions']} decisions stored; version {out['version']} "
               f"({'new' if out['created'] else 'unchanged'}), exports in {out['exports']}")
         return 0
-    from earmark.publish import base_shards
-    from earmark.review import ITEM_TABLES, review_items, write_sheet
-    from flows.review import stored_decisions
-    from schemas import TABLES, QCResult, from_table
+    from earmark.stages.publish import base_shards
+    from earmark.stages.review import ITEM_TABLES, review_items, write_sheet
+    from earmark.flows.review import stored_decisions
+    from earmark.schemas import TABLES, QCResult, from_table
 
     cat = Catalog(cfg.data_root, cfg.dataset)
     version = args.version or cat.latest_version()
@@ -250,7 +250,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from storage import Catalog
+    from earmark.storage import Catalog
 
     cfg = _config(args, "default")
     cat = Catalog(cfg.data_root, cfg.dataset)

@@ -26,7 +26,7 @@ import soundfile as sf
 import soxr
 from scipy import signal
 
-from schemas.records import DOMAIN_CODES, domain_flags
+from earmark.schemas.records import DOMAIN_CODES, domain_flags
 
 SR = 16_000
 LONG_DURATION_S = 14.0  # > 10 s so ingest must split it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from experts.base import SAMPLE_RATE, ClipAudio, Expert, load_once
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Expert, load_once
 
 if TYPE_CHECKING:
     from earmark.config import AnalyzeSection
@@ -13,9 +13,9 @@ if TYPE_CHECKING:
 def build_experts(cfg: "AnalyzeSection") -> dict[str, Expert]:
     """The experts of the configured profile, in dependency order (an expert after those it needs)."""
     if cfg.profile == "embedded":
-        from experts.profile_embedded import embedded_experts as make
+        from earmark.experts.profile_embedded import embedded_experts as make
     elif cfg.profile == "paper":
-        from experts.profile_paper import paper_experts as make
+        from earmark.experts.profile_paper import paper_experts as make
     else:
         raise ValueError(f"expert profile {cfg.profile!r} is not available; use 'embedded' or 'paper'")
     ordered = make(cfg)

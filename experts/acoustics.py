@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from schemas.records import RoomAcoustics, SpeechActivity
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.schemas.records import RoomAcoustics, SpeechActivity
 
 ENV_WIN, ENV_HOP = 256, 128  # 16 ms window, 8 ms hop for the decay envelope
 ENV_STEP_S = ENV_HOP / SAMPLE_RATE

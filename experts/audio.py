@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from experts.base import SAMPLE_RATE, ClipAudio
+from earmark.experts.base import SAMPLE_RATE, ClipAudio
 
 # Digital silence gets this value instead of -inf, so rows stay valid in Parquet and JSON.
 DB_FLOOR = -120.0

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from schemas.records import ExpertRecord
+from earmark.schemas.records import ExpertRecord
 
 SAMPLE_RATE = 16_000
 T = TypeVar("T")

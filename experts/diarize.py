@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from schemas.records import Diarization, SpeakerTurn, SpeechActivity
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.schemas.records import Diarization, SpeakerTurn, SpeechActivity
 
 MEL_STEP_S = 0.01  # Resemblyzer's mel frame step
 NO_SPEECH_REASON = "no speech detected by VAD"

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from schemas.records import AcousticProfile, DomainDecision, NamedValue, SpeechActivity, domain_code
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.schemas.records import AcousticProfile, DomainDecision, NamedValue, SpeechActivity, domain_code
 
 N_FFT, HOP = 1024, 256  # 64 ms window, 16 ms hop at 16 kHz
 FRAME_S = HOP / SAMPLE_RATE

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import DB_FLOOR, amplitude_db, samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from schemas.records import AcousticProfile
+from earmark.experts.audio import DB_FLOOR, amplitude_db, samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.schemas.records import AcousticProfile
 
 CLIP_LEVEL = 0.999  # |x| at or above this counts as a clipped sample (int16 full scale maps to ~0.99997)
 SILENCE_DBFS = -50.0

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import DB_FLOOR, amplitude_db, samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from schemas.records import DomainDecision, MusicAnalysis, Separation, StemLevel
+from earmark.experts.audio import DB_FLOOR, amplitude_db, samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.schemas.records import DomainDecision, MusicAnalysis, Separation, StemLevel
 
 N_FFT, HOP = 1024, 256
 BEAT_HOP = 128  # 8 ms onset envelope for the beat tracker

@@ -8,24 +8,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from experts.base import Expert
+from earmark.experts.base import Expert
 
 if TYPE_CHECKING:
     from earmark.config import AnalyzeSection
 
 
 def embedded_experts(cfg: "AnalyzeSection") -> list[Expert]:
-    from experts.acoustics import RoomAcousticsExpert
-    from experts.asr import WhisperASRExpert
-    from experts.asr_check import HallucinationCheckExpert
-    from experts.diarize import ResemblyzerDiarizationExpert
-    from experts.domain import HeuristicDomainExpert
-    from experts.levels import LevelsExpert
-    from experts.music import HPSSSeparationExpert, LibrosaMusicExpert
-    from experts.quality import DNSMOSExpert
-    from experts.speakers import PitchSpeakerAttributesExpert
-    from experts.tags import CoarseTagsExpert
-    from experts.vad import SileroVADExpert
+    from earmark.experts.acoustics import RoomAcousticsExpert
+    from earmark.experts.asr import WhisperASRExpert
+    from earmark.experts.asr_check import HallucinationCheckExpert
+    from earmark.experts.diarize import ResemblyzerDiarizationExpert
+    from earmark.experts.domain import HeuristicDomainExpert
+    from earmark.experts.levels import LevelsExpert
+    from earmark.experts.music import HPSSSeparationExpert, LibrosaMusicExpert
+    from earmark.experts.quality import DNSMOSExpert
+    from earmark.experts.speakers import PitchSpeakerAttributesExpert
+    from earmark.experts.tags import CoarseTagsExpert
+    from earmark.experts.vad import SileroVADExpert
 
     return [
         LevelsExpert(), SileroVADExpert(), DNSMOSExpert(), WhisperASRExpert(beam_size=cfg.asr_beam_size),

@@ -12,23 +12,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from experts.base import Expert
+from earmark.experts.base import Expert
 
 if TYPE_CHECKING:
     from earmark.config import AnalyzeSection
 
 
 def paper_experts(cfg: "AnalyzeSection") -> list[Expert]:
-    from experts.acoustics import RoomAcousticsExpert
-    from experts.asr_check import HallucinationCheckExpert
-    from experts.diarize import ResemblyzerDiarizationExpert
-    from experts.levels import LevelsExpert
-    from experts.music import HPSSSeparationExpert
-    from experts.paper.asr import FasterWhisperPaperExpert
-    from experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
-    from experts.quality import DNSMOSExpert
-    from experts.speakers import PitchSpeakerAttributesExpert
-    from experts.vad import SileroVADExpert
+    from earmark.experts.acoustics import RoomAcousticsExpert
+    from earmark.experts.asr_check import HallucinationCheckExpert
+    from earmark.experts.diarize import ResemblyzerDiarizationExpert
+    from earmark.experts.levels import LevelsExpert
+    from earmark.experts.music import HPSSSeparationExpert
+    from earmark.experts.paper.asr import FasterWhisperPaperExpert
+    from earmark.experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
+    from earmark.experts.quality import DNSMOSExpert
+    from earmark.experts.speakers import PitchSpeakerAttributesExpert
+    from earmark.experts.vad import SileroVADExpert
 
     root, device, batch = cfg.models_dir, cfg.device, cfg.batch_size
     out: list[Expert] = [
@@ -40,7 +40,7 @@ def paper_experts(cfg: "AnalyzeSection") -> list[Expert]:
         HallucinationCheckExpert(),
     ]
     if cfg.diarization_model:
-        from experts.paper.diarize import PyannoteDiarizationExpert
+        from earmark.experts.paper.diarize import PyannoteDiarizationExpert
 
         out.append(PyannoteDiarizationExpert(cfg.diarization_model, root, device=device))
     else:
@@ -48,23 +48,23 @@ def paper_experts(cfg: "AnalyzeSection") -> list[Expert]:
     attributes = {"gender": cfg.gender_model, "age_band": cfg.age_model, "emotion": cfg.emotion_model,
                   "accent": cfg.accent_model}
     if any(attributes.values()):
-        from experts.paper.speakers import HFSpeakerAttributesExpert
+        from earmark.experts.paper.speakers import HFSpeakerAttributesExpert
 
         out.append(HFSpeakerAttributesExpert(attributes, root, device=device, batch_size=batch))
     else:
         out.append(PitchSpeakerAttributesExpert())
-    from experts.paper.music import DemucsSeparationExpert, PaperMusicExpert
+    from earmark.experts.paper.music import DemucsSeparationExpert, PaperMusicExpert
 
     out.append(DemucsSeparationExpert(cfg.separation_model, root, device=device)
                if cfg.separation_model else HPSSSeparationExpert())
     out.append(PaperMusicExpert(cfg.music_tagger_model, root, device=device, batch_size=batch))
     out.append(RoomAcousticsExpert())
     if cfg.nisqa_model:
-        from experts.paper.nisqa import NISQAExpert
+        from earmark.experts.paper.nisqa import NISQAExpert
 
         out.append(NISQAExpert(cfg.nisqa_model, root, device=device, batch_size=batch))
     if cfg.description_endpoint:
-        from experts.paper.describe import AudioLMDescriptionExpert
+        from earmark.experts.paper.describe import AudioLMDescriptionExpert
 
         out.append(AudioLMDescriptionExpert(cfg.description_endpoint, cfg.description_model))
     return out

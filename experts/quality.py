@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from schemas.records import SpeechQuality
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.schemas.records import SpeechQuality
 
 
 def _load_dnsmos() -> Any:

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
 
 HOP = 320  # 20 ms
 FMIN, FMAX = 65.0, 600.0

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from schemas.records import DomainDecision, LabelProb, SoundEvents, SpeechActivity, WindowTags
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.schemas.records import DomainDecision, LabelProb, SoundEvents, SpeechActivity, WindowTags
 
 WINDOW_S = 2.0
 N_FFT, HOP = 1024, 256

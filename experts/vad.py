@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from schemas.records import SpeechActivity, TimeSpan
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.schemas.records import SpeechActivity, TimeSpan
 
 FRAME = 512  # Silero's window at 16 kHz (32 ms)
 

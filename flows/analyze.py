@@ -10,11 +10,11 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.ingest import decode_clip
-from experts import build_experts
-from flows.common import StageResult, computed_or_cached, open_catalog, task_runner
-from schemas import TABLES, Clip, from_table, to_table
-from storage import ShardMeta, ShardRef, shard_key
+from earmark.stages.ingest import decode_clip
+from earmark.experts import build_experts
+from earmark.flows.common import StageResult, computed_or_cached, open_catalog, task_runner
+from earmark.schemas import TABLES, Clip, from_table, to_table
+from earmark.storage import ShardMeta, ShardRef, shard_key
 
 BATCH = 32  # clips decoded and analysed at a time, bounding memory on shards of long files
 

@@ -12,14 +12,14 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from earmark.config import Config
-from flows.analyze import analyze_flow
-from flows.common import open_catalog, task_runner
-from flows.filter import filter_flow
-from flows.ingest import ingest_flow
-from flows.publish import publish_flow
-from flows.review import review_flow
-from flows.synthesize import synthesize_flow
-from storage.shards import remove_stale_temp_files
+from earmark.flows.analyze import analyze_flow
+from earmark.flows.common import open_catalog, task_runner
+from earmark.flows.filter import filter_flow
+from earmark.flows.ingest import ingest_flow
+from earmark.flows.publish import publish_flow
+from earmark.flows.review import review_flow
+from earmark.flows.synthesize import synthesize_flow
+from earmark.storage.shards import remove_stale_temp_files
 
 
 @flow(name="build", log_prints=True)

@@ -16,7 +16,7 @@ from prefect import get_run_logger
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from earmark.config import Config
-from storage import Catalog, ShardMeta, ShardRef
+from earmark.storage import Catalog, ShardMeta, ShardRef
 
 
 def open_catalog(cfg: Config) -> Catalog:

@@ -25,7 +25,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.evaluate import (
+from earmark.stages.evaluate import (
     MECAT_SUBTASKS,
     KindSummary,
     PredictionError,
@@ -38,7 +38,7 @@ from earmark.evaluate import (
     score_kind,
     score_mecat,
 )
-from earmark.evaluate_items import (
+from earmark.stages.evaluate_items import (
     ITEM_SUBTASKS,
     ItemResult,
     classify_answers,
@@ -50,15 +50,15 @@ from earmark.evaluate_items import (
     score_ifeval,
     verdicts_from_rows,
 )
-from earmark.llm_session import open_llm
-from earmark.publish import kept_items
-from flows.common import computed_or_cached, open_catalog
-from metrics.refcache import ReferenceCache
-from metrics.report import cdf_plot, entailment_table_markdown, ifeval_table_markdown
-from metrics.error_checker import load_error_checker
-from metrics.similarity import load_sbert, resolve_sbert
-from schemas import CAPTION_KINDS, Score, from_table, to_table
-from storage import Catalog, ShardMeta, shard_key
+from earmark.llm.session import open_llm
+from earmark.stages.publish import kept_items
+from earmark.flows.common import computed_or_cached, open_catalog
+from earmark.metrics.refcache import ReferenceCache
+from earmark.metrics.report import cdf_plot, entailment_table_markdown, ifeval_table_markdown
+from earmark.metrics.error_checker import load_error_checker
+from earmark.metrics.similarity import load_sbert, resolve_sbert
+from earmark.schemas import CAPTION_KINDS, Score, from_table, to_table
+from earmark.storage import Catalog, ShardMeta, shard_key
 
 STAGE_VERSION = "2"
 JUDGE_MODES = ("auto", "llm", "off")
@@ -82,8 +82,8 @@ def _judge_client(cfg: Config, mode: str):
 @task(name="run-model", cache_policy=NO_CACHE)
 def run_model_task(cfg: Config, version: str, endpoint: str, model_id: str, tasks: list[str], out_dir: Path) -> dict:
     """Ask the model under test for every kept item of `tasks` in `version`; write `<subtask>.jsonl` files."""
-    from earmark.runner import MECAT_CAPTION_PROMPTS, run_model, write_predictions
-    from earmark.evaluate_items import model_requests
+    from earmark.llm.audio import MECAT_CAPTION_PROMPTS, run_model, write_predictions
+    from earmark.stages.evaluate_items import model_requests
 
     cat = open_catalog(cfg)
     kept = kept_items(version)

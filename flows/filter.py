@@ -15,7 +15,7 @@ from prefect.artifacts import create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.margin import (
+from earmark.stages.margin import (
     ClapBackend,
     EvidenceSbertBackend,
     MarginSettings,
@@ -23,11 +23,11 @@ from earmark.margin import (
     margin_checks,
     require_clap,
 )
-from earmark.qc import STAGE_VERSION, ClipContext, FilterSettings, run_checks, summary
-from flows.common import StageResult, computed_or_cached, open_catalog, task_runner
-from schemas import TABLES, Clip, Evidence, QCResult, Rejection, from_table, to_table
-from schemas.records import Transcript, TranscriptCheck
-from storage import Catalog, ShardMeta, ShardRef, shard_key
+from earmark.stages.qc import STAGE_VERSION, ClipContext, FilterSettings, run_checks, summary
+from earmark.flows.common import StageResult, computed_or_cached, open_catalog, task_runner
+from earmark.schemas import TABLES, Clip, Evidence, QCResult, Rejection, from_table, to_table
+from earmark.schemas.records import Transcript, TranscriptCheck
+from earmark.storage import Catalog, ShardMeta, ShardRef, shard_key
 
 ITEM_TABLES = ("captions", "qa", "entailment", "instructions")
 
@@ -46,7 +46,7 @@ def _margin_settings(cfg: Config) -> MarginSettings:
 
 
 def _key_config(cfg: Config) -> dict:
-    from metrics.similarity import resolve_sbert
+    from earmark.metrics.similarity import resolve_sbert
 
     f = cfg.filter
     # The resolved name, not the setting: "auto" changes model when the paper's TinyBERT enters the cache.
@@ -100,7 +100,7 @@ def qc_shard(cfg: Config, item_refs: list[ShardRef], run_id: str | None) -> Shar
 
 
 def _embedder(cfg: Config):
-    from metrics.similarity import embed, load_sbert
+    from earmark.metrics.similarity import embed, load_sbert
 
     model = load_sbert(cfg.filter.sbert)
     return lambda texts: embed(model, texts)

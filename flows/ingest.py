@@ -9,10 +9,10 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.ingest import STAGE_VERSION, IngestConfig, discover, file_sha256, ingest_files
-from flows.common import StageResult, computed_or_cached, open_catalog, task_runner
-from schemas import Clip, QuarantineRow, to_table
-from storage import ShardMeta, shard_key
+from earmark.stages.ingest import STAGE_VERSION, IngestConfig, discover, file_sha256, ingest_files
+from earmark.flows.common import StageResult, computed_or_cached, open_catalog, task_runner
+from earmark.schemas import Clip, QuarantineRow, to_table
+from earmark.storage import ShardMeta, shard_key
 
 TABLES = ("clips", "quarantine")
 

@@ -14,11 +14,11 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
-from earmark.publish import base_shards, dataset_card, export_items, export_mecat, review_keys
-from earmark.review import ITEM_TABLES, REVIEW_VERSION, review_overlay
-from flows.common import computed_or_cached, open_catalog
-from schemas import QCResult, ReviewDecision, TABLES, from_table, to_table
-from storage import Catalog, ShardMeta, shard_key
+from earmark.stages.publish import base_shards, dataset_card, export_items, export_mecat, review_keys
+from earmark.stages.review import ITEM_TABLES, REVIEW_VERSION, review_overlay
+from earmark.flows.common import computed_or_cached, open_catalog
+from earmark.schemas import QCResult, ReviewDecision, TABLES, from_table, to_table
+from earmark.storage import Catalog, ShardMeta, shard_key
 
 
 def apply_reviews(cat: Catalog, shards: dict[str, list[str]], run_id: str | None) -> dict[str, list[str]]:

@@ -23,13 +23,13 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
-from flows.analyze import analyze_flow
-from flows.common import StageResult, open_catalog, task_runner
-from flows.filter import filter_flow
-from flows.publish import publish_flow
-from flows.synthesize import synthesize_flow
-from storage import Catalog, ShardRef
-from storage.diff import diff_markdown, version_diff
+from earmark.flows.analyze import analyze_flow
+from earmark.flows.common import StageResult, open_catalog, task_runner
+from earmark.flows.filter import filter_flow
+from earmark.flows.publish import publish_flow
+from earmark.flows.synthesize import synthesize_flow
+from earmark.storage import Catalog, ShardRef
+from earmark.storage.diff import diff_markdown, version_diff
 
 STAGES = ("analyze", "synthesize", "filter")
 ITEMS = ("captions", "qa", "entailment", "instructions")

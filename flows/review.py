@@ -23,8 +23,8 @@ from prefect.input import RunInput
 from pydantic import BaseModel
 
 from earmark.config import Config
-from earmark.publish import base_shards, review_keys
-from earmark.review import (
+from earmark.stages.publish import base_shards, review_keys
+from earmark.stages.review import (
     ITEM_TABLES,
     REVIEW_VERSION,
     ReviewItem,
@@ -34,10 +34,10 @@ from earmark.review import (
     to_decisions,
     write_sheet,
 )
-from flows.common import open_catalog
-from flows.publish import publish_flow
-from schemas import TABLES, QCResult, ReviewDecision, from_table, to_table
-from storage import Catalog, ShardMeta, shard_key
+from earmark.flows.common import open_catalog
+from earmark.flows.publish import publish_flow
+from earmark.schemas import TABLES, QCResult, ReviewDecision, from_table, to_table
+from earmark.storage import Catalog, ShardMeta, shard_key
 
 
 class ItemDecision(BaseModel):

@@ -18,9 +18,9 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.evidence import EVIDENCE_VERSION, build_evidence, to_record
-from earmark.llm_session import llm_stats, open_llm
-from earmark.synthesize import (
+from earmark.stages.evidence import EVIDENCE_VERSION, build_evidence, to_record
+from earmark.llm.session import llm_stats, open_llm
+from earmark.stages.synthesis.focused import (
     ITEM_PROMPTS,
     STAGE_VERSION,
     SynthesisSettings,
@@ -28,8 +28,8 @@ from earmark.synthesize import (
     synthesize_joint_shard,
     synthesize_shard,
 )
-from flows.common import StageResult, computed_or_cached, open_catalog, task_runner
-from schemas import (
+from earmark.flows.common import StageResult, computed_or_cached, open_catalog, task_runner
+from earmark.schemas import (
     TABLES,
     Caption,
     Clip,
@@ -43,7 +43,7 @@ from schemas import (
 )
 
 RECORDS = {"captions": Caption, "qa": QAPair, "entailment": EntailmentHypothesis, "instructions": InstructionTriple}
-from storage import ShardMeta, ShardRef, shard_key
+from earmark.storage import ShardMeta, ShardRef, shard_key
 
 _sessions: dict[str, Any] = {}
 _sessions_lock = threading.Lock()

@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from metrics.refcache import cached_reference_means
-from metrics.similarity import load_sbert
+from earmark.metrics.refcache import cached_reference_means
+from earmark.metrics.similarity import load_sbert
 
 # mecat.DATE.DATE.subset_data_delta and the group → subtask map of DATE.forward, verbatim.
 _SUBSET_DATA_DELTA: dict[str, dict[str, float]] = {

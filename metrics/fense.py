@@ -21,8 +21,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from metrics.date import _resolve_model, error_penalties
-from metrics.refcache import cached_reference_means
+from earmark.metrics.date import _resolve_model, error_penalties
+from earmark.metrics.refcache import cached_reference_means
 
 
 def _embed_unique(model, texts: list[str], device: torch.device, batch_size: int) -> torch.Tensor:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.bleu import bleu
-from metrics.date import GROUP_DELTA, QA_GROUPS, date_scores
-from metrics.fense import fense_scores
+from earmark.metrics.bleu import bleu
+from earmark.metrics.date import GROUP_DELTA, QA_GROUPS, date_scores
+from earmark.metrics.fense import fense_scores
 
 ALL_SUBSETS = ("000", "00A", "0M0", "0MA", "S00", "S0A", "SM0", "SMA")
 MIXED_SUBSETS = ("SMA", "SM0", "S0A", "0MA")
@@ -264,7 +264,7 @@ def evaluate_mecat(
     """Score {subtask: {key: text}} against a MECAT reference directory; returns the report and per-sample scores."""
     metric_keys(metrics)  # validate before any model load
     if sbert is None and ("date" in metrics or "fense" in metrics):
-        from metrics.similarity import load_sbert
+        from earmark.metrics.similarity import load_sbert
         sbert = load_sbert()
     results: list[GroupScores] = []
     for subtask, preds in predictions.items():

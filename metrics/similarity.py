@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experts.base import load_once
+from earmark.experts.base import load_once
 
 DEFAULT_SBERT = "all-MiniLM-L6-v2"
 PAPER_SBERT = "sentence-transformers/paraphrase-TinyBERT-L6-v2"

@@ -1,7 +1,7 @@
 """Records and the tables they live in. `TABLES` maps a table name to its record model."""
 
-from schemas.arrow import arrow_schema, from_table, to_table
-from schemas.records import (
+from earmark.schemas.arrow import arrow_schema, from_table, to_table
+from earmark.schemas.records import (
     CAPTION_KINDS,
     DOMAIN_CODES,
     QA_CATEGORIES,

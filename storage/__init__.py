@@ -1,6 +1,6 @@
 """Shards on disk and the DuckDB catalog that knows them."""
 
-from storage.catalog import Catalog, ShardMeta, ShardRef
-from storage.shards import ShardFile, read_shard, shard_key, write_shard
+from earmark.storage.catalog import Catalog, ShardMeta, ShardRef
+from earmark.storage.shards import ShardFile, read_shard, shard_key, write_shard
 
 __all__ = ["Catalog", "ShardMeta", "ShardRef", "ShardFile", "read_shard", "shard_key", "write_shard"]

@@ -23,8 +23,8 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from schemas import TABLES, arrow_schema
-from storage.shards import ShardFile, read_shard, write_shard
+from earmark.schemas import TABLES, arrow_schema
+from earmark.storage.shards import ShardFile, read_shard, write_shard
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schemas import TABLES
-from storage.catalog import Catalog
+from earmark.schemas import TABLES
+from earmark.storage.catalog import Catalog
 
 _IDENTITY = {"qc": "item_table || '/' || item_id || '/' || \"check\"", "quarantine": "source_path",
              "rejections": "md5(CAST(t AS VARCHAR))", "scores": None}

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from metrics.bleu import bleu, coco_tokenize
+from earmark.metrics.bleu import bleu, coco_tokenize
 
 
 def test_papineni_clipping_example():

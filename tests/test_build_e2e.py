@@ -13,8 +13,8 @@ import pytest
 
 from earmark.config import load_config
 from earmark.corpus import generate_corpus
-from flows.build import run_build
-from flows.evaluate import evaluate_flow
+from earmark.flows.build import run_build
+from earmark.flows.evaluate import evaluate_flow
 
 pytestmark = pytest.mark.slow
 KEEP_DOMAINS = {"000", "S00", "0M0", "SMA"}
@@ -124,8 +124,8 @@ def test_mecat_export_and_evaluation(built, tmp_path):
 
 
 def test_rerun_after_editing_only_the_entailment_prompt_regenerates_only_entailment(built, tmp_path):
-    import prompts as prompts_pkg
-    from flows.rerun import run_rerun
+    import earmark.prompts as prompts_pkg
+    from earmark.flows.rerun import run_rerun
 
     cfg, first, _, _ = built
     edited = tmp_path / "prompts"

@@ -10,8 +10,8 @@ import pytest
 import soundfile as sf
 
 from earmark.corpus import CorpusItem, generate_corpus, load_manifest
-from earmark.ingest import IngestConfig, ingest_file
-from schemas.records import DOMAIN_CODES
+from earmark.stages.ingest import IngestConfig, ingest_file
+from earmark.schemas.records import DOMAIN_CODES
 
 HOSTILE = {"empty.wav", "notes.mp3", "truncated.wav", "nan.wav", "tiny.wav"}
 

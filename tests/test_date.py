@@ -18,8 +18,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from metrics.date import GROUP_DELTA, date_scores  # noqa: E402
-from metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
+from earmark.metrics.date import GROUP_DELTA, date_scores  # noqa: E402
+from earmark.metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
 
 TOL = 1e-4
 LONG_CANDIDATE = " ".join(["a dense electronic track with layered synthesizers, a steady kick drum and echoing vocals"] * 30)
@@ -187,7 +187,7 @@ def test_reference_cache_gives_identical_scores(sbert):
 
 
 def test_disk_reference_cache_survives_the_process_and_keys_on_references(sbert, tmp_path):
-    from metrics.refcache import ReferenceCache
+    from earmark.metrics.refcache import ReferenceCache
 
     cands, refs = _qa_case("direct_perception", 12)
     delta = GROUP_DELTA["direct_perception"]
@@ -207,7 +207,7 @@ def test_disk_reference_cache_survives_the_process_and_keys_on_references(sbert,
 def test_uneven_reference_counts(sbert, official):
     """mecat 1.1.0 assumes the same number of references per sample and fails otherwise; an earmark version
     can hold 1–3 references per clip after QC, so ours averages whatever references a sample has."""
-    from metrics.date import _corpus_embeddings
+    from earmark.metrics.date import _corpus_embeddings
 
     cands, refs = _uneven_case(40)
     with pytest.raises(RuntimeError, match="must match the size"):

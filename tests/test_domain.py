@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from earmark.corpus import generate_corpus
-from earmark.ingest import IngestConfig, decode_clip, ingest_file
-from experts.base import SAMPLE_RATE, ClipAudio
-from experts.domain import THRESHOLDS, HeuristicDomainExpert
-from experts.levels import LevelsExpert
-from experts.vad import SileroVADExpert
-from schemas.records import DomainDecision, domain_code, domain_flags
+from earmark.stages.ingest import IngestConfig, decode_clip, ingest_file
+from earmark.experts.base import SAMPLE_RATE, ClipAudio
+from earmark.experts.domain import THRESHOLDS, HeuristicDomainExpert
+from earmark.experts.levels import LevelsExpert
+from earmark.experts.vad import SileroVADExpert
+from earmark.schemas.records import DomainDecision, domain_code, domain_flags
 
 
 def _context(clips: list[ClipAudio]) -> dict:

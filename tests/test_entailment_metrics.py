@@ -2,7 +2,7 @@
 
 import pytest
 
-from metrics.entailment import entailment_scores, parse_label
+from earmark.metrics.entailment import entailment_scores, parse_label
 
 E, N, C = "entailment", "neutral", "contradiction"
 

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from metrics.error_checker import FenseErrorChecker, load_error_checker
+from earmark.metrics.error_checker import FenseErrorChecker, load_error_checker
 
 WORDS = "a dog barks loudly while rain falls on the roof and music plays softly in background man speaks".split()
 SENTENCES = [

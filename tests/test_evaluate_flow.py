@@ -18,11 +18,11 @@ import pytest
 import soundfile as sf
 
 from earmark.config import load_config
-from earmark.ingest import encode_flac
-from flows.evaluate import evaluate_flow
-from flows.publish import publish_flow
-from schemas import Caption, Clip, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, to_table
-from storage import Catalog, ShardMeta
+from earmark.stages.ingest import encode_flac
+from earmark.flows.evaluate import evaluate_flow
+from earmark.flows.publish import publish_flow
+from earmark.schemas import Caption, Clip, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, to_table
+from earmark.storage import Catalog, ShardMeta
 
 SR = 16_000
 PITCH = {"clip_high": 1760.0, "clip_low": 110.0}  # what the toy model "hears"
@@ -203,7 +203,7 @@ def test_bad_requests_name_the_fix(dataset, toy_model, tmp_path):
 def test_publish_exports_entailment_and_ifeval_in_their_benchmark_shapes(dataset):
     import csv
 
-    from metrics.ifeval import ifeval_scores
+    from earmark.metrics.ifeval import ifeval_scores
 
     root = Path(dataset.data_root) / "ev" / "exports" / "v0001"
     rows = list(csv.DictReader((root / "entailment" / "entailment.csv").open()))

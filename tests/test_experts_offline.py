@@ -12,19 +12,19 @@ import soxr
 from scipy import signal
 
 from earmark.config import AnalyzeSection
-from experts import build_experts
-from experts.acoustics import RoomAcousticsExpert, bandwidth_hz, reverb_estimates
-from experts.asr import WhisperASRExpert
-from experts.asr_check import HallucinationCheckExpert, flags_for
-from experts.base import SAMPLE_RATE as SR
-from experts.base import ClipAudio
-from experts.diarize import ResemblyzerDiarizationExpert
-from experts.music import HPSSSeparationExpert, LibrosaMusicExpert, estimate_key
-from experts.speakers import PitchSpeakerAttributesExpert, voice_labels
-from experts.tags import CoarseTagsExpert
-from experts.vad import SileroVADExpert
-from schemas import TABLES
-from schemas.records import DomainDecision, SpeechActivity, TimeSpan, Transcript, Word
+from earmark.experts import build_experts
+from earmark.experts.acoustics import RoomAcousticsExpert, bandwidth_hz, reverb_estimates
+from earmark.experts.asr import WhisperASRExpert
+from earmark.experts.asr_check import HallucinationCheckExpert, flags_for
+from earmark.experts.base import SAMPLE_RATE as SR
+from earmark.experts.base import ClipAudio
+from earmark.experts.diarize import ResemblyzerDiarizationExpert
+from earmark.experts.music import HPSSSeparationExpert, LibrosaMusicExpert, estimate_key
+from earmark.experts.speakers import PitchSpeakerAttributesExpert, voice_labels
+from earmark.experts.tags import CoarseTagsExpert
+from earmark.experts.vad import SileroVADExpert
+from earmark.schemas import TABLES
+from earmark.schemas.records import DomainDecision, SpeechActivity, TimeSpan, Transcript, Word
 
 MALE, FEMALE = ("en-us+m3", 30), ("en-us+f2", 60)
 GAP = np.zeros(SR // 2, np.float32)
@@ -256,8 +256,8 @@ def test_embedded_profile_fills_every_offline_slot_in_order() -> None:
 
 # -------------------------------------------------------------------------------------------- evidence
 def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diarized) -> None:
-    from earmark.evidence import build_evidence, render, to_record
-    from schemas.records import Clip, NISQAScores
+    from earmark.stages.evidence import build_evidence, render, to_record
+    from earmark.schemas.records import Clip, NISQAScores
 
     clip = speech["two"]
     records = {

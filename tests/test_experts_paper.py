@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 
 from earmark.config import AnalyzeSection
-from experts import build_experts
-from experts.base import ClipAudio
-from experts.models import MissingPackage, MissingWeights, model_path, require_weights
-from experts.paper import random_weights as rw
-from experts.paper.audioset import MUSIC_LABELS, SPEECH_LABELS, category
-from experts.paper.diarize import PyannoteDiarizationExpert, annotation_tracks, turns_to_record
-from experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
-from schemas.records import Diarization, DomainDecision, LabelProb, SoundEvents, SpeakerTurn, SpeechActivity, WindowTags
+from earmark.experts import build_experts
+from earmark.experts.base import ClipAudio
+from earmark.experts.models import MissingPackage, MissingWeights, model_path, require_weights
+from earmark.experts.paper import random_weights as rw
+from earmark.experts.paper.audioset import MUSIC_LABELS, SPEECH_LABELS, category
+from earmark.experts.paper.diarize import PyannoteDiarizationExpert, annotation_tracks, turns_to_record
+from earmark.experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
+from earmark.schemas.records import Diarization, DomainDecision, LabelProb, SoundEvents, SpeakerTurn, SpeechActivity, WindowTags
 
 SR = 16_000
 TAGGER = "MIT/ast-finetuned-audioset-10-10-0.4593"
@@ -137,7 +137,7 @@ def test_tagger_batches_windows_across_clips(models):
 
 # ------------------------------------------------------------------------------- speakers
 def test_speaker_attributes_per_diarized_speaker_batched(models):
-    from experts.paper.speakers import HFSpeakerAttributesExpert
+    from earmark.experts.paper.speakers import HFSpeakerAttributesExpert
 
     clips = [noise_clip("a", 4.0), noise_clip("b", 3.0, 1), noise_clip("c", 2.0, 2)]
     turns = {
@@ -170,7 +170,7 @@ def test_speaker_attributes_per_diarized_speaker_batched(models):
 
 # ------------------------------------------------------------------------------- ASR
 def test_whisper_batched_with_language_id_and_word_times(models):
-    from experts.paper.asr import FasterWhisperPaperExpert
+    from earmark.experts.paper.asr import FasterWhisperPaperExpert
 
     clips = [noise_clip(f"c{i}", s, i) for i, s in enumerate([3.0, 10.0, 1.5, 0.5])]
     vad = {c.clip_id: activity(c.clip_id, 0.0 if c.clip_id == "c3" else 1.0) for c in clips}
@@ -188,8 +188,8 @@ def test_whisper_batched_with_language_id_and_word_times(models):
 
 
 def test_configured_but_missing_packages_fail_clearly(models):
-    from experts.paper.asr import FasterWhisperPaperExpert
-    from experts.paper.music import DemucsSeparationExpert
+    from earmark.experts.paper.asr import FasterWhisperPaperExpert
+    from earmark.experts.paper.music import DemucsSeparationExpert
 
     align = "facebook/wav2vec2-base-960h"
     checks = [(lambda: FasterWhisperPaperExpert(WHISPER, models, align_model=align), "whisperx"),
@@ -237,8 +237,8 @@ def test_pyannote_turns_become_a_diarization_record():
 
 # ------------------------------------------------------------------------------- music, NISQA
 def test_music_tagger_labels_only_clips_with_music(models):
-    from experts.music import HPSSSeparationExpert
-    from experts.paper.music import PaperMusicExpert, stem_levels
+    from earmark.experts.music import HPSSSeparationExpert
+    from earmark.experts.paper.music import PaperMusicExpert, stem_levels
 
     t = np.arange(3 * SR) / SR
     tone = ClipAudio("m", (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32))
@@ -256,13 +256,13 @@ def test_music_tagger_labels_only_clips_with_music(models):
 
 
 def test_nisqa_scores_five_dimensions_batched(tmp_path):
-    from experts.paper.nisqa import DIMENSIONS, NISQAExpert
+    from earmark.experts.paper.nisqa import DIMENSIONS, NISQAExpert
 
     if importlib.util.find_spec("torchmetrics") is None:
         with pytest.raises(MissingPackage, match="'torchmetrics'"):
             NISQAExpert("nisqa.tar", tmp_path)
         return
-    from experts.paper.nisqa import random_checkpoint
+    from earmark.experts.paper.nisqa import random_checkpoint
 
     random_checkpoint(tmp_path / "nisqa.tar")
     clips = [noise_clip("a", 3.0), noise_clip("b", 10.0, 1), noise_clip("c", 0.1, 2)]
@@ -294,7 +294,7 @@ class _ChatHandler(BaseHTTPRequestHandler):
 
 
 def test_description_from_an_audio_chat_endpoint():
-    from experts.paper.describe import AudioLMDescriptionExpert, DescriptionFailed
+    from earmark.experts.paper.describe import AudioLMDescriptionExpert, DescriptionFailed
 
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _ChatHandler)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
@@ -317,7 +317,7 @@ def test_paper_profile_runs_in_dependency_order(models, tmp_path):
     (models / "nisqa").mkdir(exist_ok=True)
     has_nisqa = importlib.util.find_spec("torchmetrics") is not None
     if has_nisqa:
-        from experts.paper.nisqa import random_checkpoint
+        from earmark.experts.paper.nisqa import random_checkpoint
 
         random_checkpoint(models / "nisqa/nisqa.tar")
     cfg = AnalyzeSection(profile="paper", models_dir=models, tagger_model=TAGGER, asr_model=WHISPER,

@@ -11,11 +11,11 @@ import pytest
 import soundfile as sf
 import soxr
 
-from experts.asr import NO_SPEECH_REASON, WhisperASRExpert
-from experts.base import SAMPLE_RATE, ClipAudio
-from experts.levels import LevelsExpert
-from experts.quality import DNSMOSExpert
-from experts.vad import SileroVADExpert
+from earmark.experts.asr import NO_SPEECH_REASON, WhisperASRExpert
+from earmark.experts.base import SAMPLE_RATE, ClipAudio
+from earmark.experts.levels import LevelsExpert
+from earmark.experts.quality import DNSMOSExpert
+from earmark.experts.vad import SileroVADExpert
 
 SR = SAMPLE_RATE
 FOX = "the quick brown fox jumps over the lazy dog"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from metrics.ifeval import (
+from earmark.metrics.ifeval import (
     DIMENSION_OF_RULE,
     DIMENSIONS,
     JUDGE_PROMPT,

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from earmark.ingest import IngestConfig, decode_clip, discover, ingest_files
+from earmark.stages.ingest import IngestConfig, decode_clip, discover, ingest_files
 
 CFG = IngestConfig()
 

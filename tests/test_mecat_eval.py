@@ -22,9 +22,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from test_date import RepetitionChecker, _caption_case  # noqa: E402
 
-from metrics.fense import fense_scores  # noqa: E402
-from metrics.mecat_eval import ALL_SUBSETS, MecatReport, evaluate_mecat, load_references  # noqa: E402
-from metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
+from earmark.metrics.fense import fense_scores  # noqa: E402
+from earmark.metrics.mecat_eval import ALL_SUBSETS, MecatReport, evaluate_mecat, load_references  # noqa: E402
+from earmark.metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
 
 CLIPS_PER_DOMAIN = 4
 FIELDS = ("long", "short", "speech", "music", "sound", "environment")
@@ -205,8 +205,8 @@ def test_input_errors(subset, tmp_path):
 
 
 def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
-    """earmark.evaluate: per-sample Score rows per group/metric, and the report rebuilt from them (cache skip)."""
-    from earmark.evaluate import mecat_report_from_scores, prediction_files, score_mecat, MECAT_SUBTASKS
+    """earmark.stages.evaluate: per-sample Score rows per group/metric, and the report rebuilt from them (cache skip)."""
+    from earmark.stages.evaluate import mecat_report_from_scores, prediction_files, score_mecat, MECAT_SUBTASKS
 
     preds = _caption_predictions(subset)
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({k: v}) + "\n" for k, v in preds["long"].items()))

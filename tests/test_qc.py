@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from earmark.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, MarginSettings, margin_checks, require_clap
-from earmark.qc import (
+from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, MarginSettings, margin_checks, require_clap
+from earmark.stages.qc import (
     ClipContext,
     FilterSettings,
     check_domain_consistency,
@@ -19,8 +19,8 @@ from earmark.qc import (
     summary,
     transcript_overlap,
 )
-from experts.models import MissingWeights
-from schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
+from earmark.experts.models import MissingWeights
+from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
 
 S = FilterSettings()
 
@@ -45,7 +45,7 @@ def _ins(answer, rule, content="", conf=0.9):
 
 @pytest.fixture(scope="module")
 def embed():
-    from metrics.similarity import embed as _embed, load_sbert
+    from earmark.metrics.similarity import embed as _embed, load_sbert
 
     model = load_sbert(None)
     return lambda texts: _embed(model, texts)
@@ -182,7 +182,7 @@ def test_clap_backend_on_a_random_tiny_model(tmp_path):
     import torch
     from transformers import ClapAudioConfig, ClapConfig, ClapFeatureExtractor, ClapModel, ClapTextConfig
 
-    from metrics.similarity import default_sbert_path
+    from earmark.metrics.similarity import default_sbert_path
 
     with pytest.raises(MissingWeights, match=r"laion/clap-htsat-unfused.*config\.json"):
         require_clap("laion/clap-htsat-unfused", tmp_path)

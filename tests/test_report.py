@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from metrics.entailment import entailment_scores
-from metrics.report import (
+from earmark.metrics.entailment import entailment_scores
+from earmark.metrics.report import (
     caption_table_markdown,
     cdf_plot,
     entailment_table_markdown,

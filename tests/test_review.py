@@ -20,19 +20,19 @@ import pytest
 from test_qc import _evidence
 
 from earmark.config import load_config
-from earmark.evidence import to_record
-from earmark.ingest import encode_flac
-from earmark.review import (
+from earmark.stages.evidence import to_record
+from earmark.stages.ingest import encode_flac
+from earmark.stages.review import (
     Overlay,
     review_items,
     review_overlay,
     to_decisions,
     write_sheet,
 )
-from flows.filter import filter_flow
-from flows.publish import publish_flow
-from flows.review import review_flow, review_import_flow
-from schemas import (
+from earmark.flows.filter import filter_flow
+from earmark.flows.publish import publish_flow
+from earmark.flows.review import review_flow, review_import_flow
+from earmark.schemas import (
     Caption,
     Clip,
     EntailmentHypothesis,
@@ -45,7 +45,7 @@ from schemas import (
     from_table,
     to_table,
 )
-from storage import Catalog, ShardMeta, ShardRef
+from earmark.storage import Catalog, ShardMeta, ShardRef
 
 SR = 16_000
 CLIPS = {"s1": ("S00", "the weather will be sunny tomorrow"), "s2": ("S00", "Thank you for watching."),
@@ -66,7 +66,7 @@ def _write(cat, key, tables, stage, inputs):
 
 
 def _empty(table):
-    from schemas import TABLES
+    from earmark.schemas import TABLES
     return arrow_schema(TABLES[table]).empty_table()
 
 

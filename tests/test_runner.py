@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.evaluate import load_predictions
-from earmark.runner import MECAT_CAPTION_PROMPTS, run_model, write_predictions
+from earmark.stages.evaluate import load_predictions
+from earmark.llm.audio import MECAT_CAPTION_PROMPTS, run_model, write_predictions
 
 SR = 16_000
 REJECTED_DURATION = 0.5  # the server answers 400 for clips of this length

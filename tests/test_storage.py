@@ -6,10 +6,10 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from schemas import TABLES, arrow_schema, from_table, to_table
-from schemas.records import Caption, Clip, QuarantineRow
-from storage import Catalog, ShardMeta, shard_key, write_shard
-from storage.shards import remove_stale_temp_files
+from earmark.schemas import TABLES, arrow_schema, from_table, to_table
+from earmark.schemas.records import Caption, Clip, QuarantineRow
+from earmark.storage import Catalog, ShardMeta, shard_key, write_shard
+from earmark.storage.shards import remove_stale_temp_files
 
 
 def _caption(i: int, domain: str = "S00") -> Caption:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from earmark.config import LLMSection
-from earmark.llm_session import open_llm
-from earmark.synthesize import SynthesisSettings, caption_clip
-from earmark.synthesize_items import (
+from earmark.llm.session import open_llm
+from earmark.stages.synthesis.focused import SynthesisSettings, caption_clip
+from earmark.stages.synthesis.items import (
     DIMENSION_ORDER,
     EntailmentReply,
     InstructionReply,
@@ -22,9 +22,9 @@ from earmark.synthesize_items import (
     instruction_plan,
     instructions_clip,
 )
-from earmark.synthesize_joint import joint_clip, joint_schema
-from metrics.ifeval import check_rule
-from schemas.records import Caption
+from earmark.stages.synthesis.joint import joint_clip, joint_schema
+from earmark.metrics.ifeval import check_rule
+from earmark.schemas.records import Caption
 from tests.test_synthesis_units import ScriptedLLM, _ev
 
 SETTINGS = SynthesisSettings(model="scripted")

@@ -8,12 +8,12 @@ import pytest
 from pydantic import ValidationError
 
 from earmark.config import ConfigError, load_config
-from earmark.evaluate import PredictionError, load_predictions, prediction_files
-from earmark.evidence import render
-from earmark.qc import FilterSettings, check_domain_consistency, kept_ids, run_checks
-from earmark.synthesize import ABSENT_TEXT, CaptionReply, SynthesisSettings, caption_clip, qa_plan
-from prompts import load_prompt
-from schemas.records import QA_CATEGORIES, Caption, Rejection
+from earmark.stages.evaluate import PredictionError, load_predictions, prediction_files
+from earmark.stages.evidence import render
+from earmark.stages.qc import FilterSettings, check_domain_consistency, kept_ids, run_checks
+from earmark.stages.synthesis.focused import ABSENT_TEXT, CaptionReply, SynthesisSettings, caption_clip, qa_plan
+from earmark.prompts import load_prompt
+from earmark.schemas.records import QA_CATEGORIES, Caption, Rejection
 
 
 def _ev(domain="S00", transcript="hello there, nice to meet you"):

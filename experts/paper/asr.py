@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from experts.models import require_package, require_weights
-from schemas.records import SpeechActivity, Transcript, Word
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.models import require_package, require_weights
+from earmark.schemas.records import SpeechActivity, Transcript, Word
 
 NO_SPEECH_REASON = "no speech detected by VAD"
 PREPEND_PUNCT = "\"'“¿([{-"

@@ -1,7 +1,7 @@
 """An optional global description of each clip by an audio-language model (off by default).
 
 Any OpenAI-compatible audio chat endpoint (vLLM serving Qwen2-Audio / Qwen2.5-Omni, gpt-4o-audio, …):
-the clip goes as base64 WAV with one prompt, through earmark.runner (retries with backoff, concurrency
+the clip goes as base64 WAV with one prompt, through earmark.llm.audio (retries with backoff, concurrency
 limit). A request that still fails makes the shard fail after the other clips are done, naming the clip
 and the reason, so a re-run retries it instead of storing a clip without a description.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import soundfile as sf
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from schemas.records import AudioDescription
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.schemas.records import AudioDescription
 
 PROMPT = ("Describe this audio in detail: the sound sources and events, any speech (who speaks, how, and "
           "what about), any music (genre, instruments, mood), and the acoustic environment and recording quality.")
@@ -50,7 +50,7 @@ class AudioLMDescriptionExpert(Expert):
         return {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0.0}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[AudioDescription]:
-        from earmark.runner import run_model
+        from earmark.llm.audio import run_model
 
         preds = run_model(((c.clip_id, wav_bytes(c)) for c in clips), {"description": self.prompt}, self.endpoint,
                           self.model, api_key=os.environ.get(self.api_key_env), max_concurrency=self.max_concurrency,

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from experts.models import require_package, require_weights
-from schemas.records import Diarization, SpeakerTurn, SpeechActivity
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.models import require_package, require_weights
+from earmark.schemas.records import Diarization, SpeakerTurn, SpeechActivity
 
 NO_SPEECH_REASON = "no speech detected by VAD"
 PIPELINE_HINT = (

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from experts.base import SAMPLE_RATE, load_once
+from earmark.experts.base import SAMPLE_RATE, load_once
 
 Activation = Literal["sigmoid", "softmax", "none"]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import amplitude_db, samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from experts.models import require_package, require_weights
-from experts.paper.hf import classify, default_activation, load_classifier
-from schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel
+from earmark.experts.audio import amplitude_db, samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.models import require_package, require_weights
+from earmark.experts.paper.hf import classify, default_activation, load_classifier
+from earmark.schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel
 
 DEMUCS_HINT = ("on a machine with internet run `python -c \"from demucs.pretrained import get_model; "
                "get_model('{name}')\"` and copy {name}.yaml and the checkpoint files (*.th) it downloaded "
@@ -112,7 +112,7 @@ class DemucsSeparationExpert(Expert):
 
     def _vocal_speech(self, vocals: list[np.ndarray]) -> list[float]:
         """Seconds of Silero VAD speech in each vocals stem (the vad expert's own settings)."""
-        from experts.vad import SileroVADExpert
+        from earmark.experts.vad import SileroVADExpert
 
         vad = SileroVADExpert()
         clips = [ClipAudio(clip_id=f"vocals-{i}", samples=v) for i, v in enumerate(vocals)]
@@ -129,7 +129,7 @@ class PaperMusicExpert(Expert):
 
     def __init__(self, tagger_model: str | None, models_dir: Any = None, *, device: str = "cpu", batch_size: int = 16,
                  top_k: int = 5, min_prob: float = 0.1, multi_label: bool = True) -> None:
-        from experts.music import LibrosaMusicExpert
+        from earmark.experts.music import LibrosaMusicExpert
 
         self.analysis = LibrosaMusicExpert()
         self.tagger_model = tagger_model

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from experts.models import require_package, require_weights
-from schemas.records import NISQAScores
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.models import require_package, require_weights
+from earmark.schemas.records import NISQAScores
 
 NISQA_HINT = ("on a machine with internet download weights/nisqa.tar from github.com/gabrielmittag/NISQA "
               "and copy it to {path}")

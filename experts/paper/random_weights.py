@@ -64,7 +64,7 @@ def whisper_tokenizer_json(n_languages: int = N_LANGUAGES_V2) -> dict:
     """A multilingual-layout Whisper tokenizer.json (ids as openai/whisper-*): the tiny.en BPE with one
     placeholder base token, the special tokens shifted up by one, and `n_languages` language tokens
     (99: v1/v2; 100: large-v3, which adds <|yue|>)."""
-    from experts.asr import whisper_model_dir
+    from earmark.experts.asr import whisper_model_dir
 
     tok = json.loads((whisper_model_dir() / "tokenizer.json").read_text())
     vocab = tok["model"]["vocab"]

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import amplitude_db, samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from experts.models import require_weights
-from experts.paper.hf import classify, load_classifier
-from schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
+from earmark.experts.audio import amplitude_db, samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.experts.models import require_weights
+from earmark.experts.paper.hf import classify, load_classifier
+from earmark.schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
 
 ATTRIBUTES = ("gender", "age_band", "emotion", "accent")
 

@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from experts.audio import samples_16k
-from experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from experts.models import require_weights
-from experts.paper.audioset import SILENCE_LABEL, category
-from experts.paper.hf import classify, default_activation, load_classifier
-from schemas.records import DomainDecision, LabelProb, NamedValue, SoundEvents, WindowTags, domain_code
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.experts.models import require_weights
+from earmark.experts.paper.audioset import SILENCE_LABEL, category
+from earmark.experts.paper.hf import classify, default_activation, load_classifier
+from earmark.schemas.records import DomainDecision, LabelProb, NamedValue, SoundEvents, WindowTags, domain_code
 
 
 def _windows(audio: np.ndarray, window: int, min_len: int) -> list[np.ndarray]:

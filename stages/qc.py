@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from metrics.ifeval import check_rule
-from schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, Rejection
+from earmark.metrics.ifeval import check_rule
+from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, Rejection
 
 STAGE_VERSION = "2"
 Verdict = tuple[bool, str | None, float | None]

@@ -7,7 +7,7 @@ limit are `earmark.llm.client.LLMClient`'s; answers are cached on disk by (model
 params), so a re-run only asks for what is missing. A request that fails for good (a 400 on one clip,
 an unreadable clip) becomes an error *value*: prediction "" plus an entry in `errors`, and the other
 clips go on. Predictions are written as `<subtask>.jsonl` in mecat-evaluate's `{key: text}` format,
-which `earmark.evaluate.load_predictions` reads back.
+which `earmark.stages.evaluate.load_predictions` reads back.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 
 from earmark.llm import LLMClient
 from earmark.llm.client import LLMEndpointError
-from earmark.publish import kept_items
-from metrics.entailment import LABELS, entailment_scores, parse_label
-from metrics.ifeval import JUDGE_PROMPT, check_rule, ifeval_scores, normalize_dimension, parse_judge_rating
-from schemas.records import Score
-from storage import Catalog
+from earmark.stages.publish import kept_items
+from earmark.metrics.entailment import LABELS, entailment_scores, parse_label
+from earmark.metrics.ifeval import JUDGE_PROMPT, check_rule, ifeval_scores, normalize_dimension, parse_judge_rating
+from earmark.schemas.records import Score
+from earmark.storage import Catalog
 
 ITEM_SUBTASKS = ("entailment", "ifeval")
 
@@ -95,7 +95,7 @@ def instruction_items(cat: Catalog, version: str) -> list[InstructionItem]:
 
 
 def model_requests(items: Sequence[EntailmentItem | InstructionItem]) -> dict[str, list[tuple[str, str, str]]]:
-    """clip_id → [(subtask, item_id, prompt)] for earmark.runner.run_model."""
+    """clip_id → [(subtask, item_id, prompt)] for earmark.llm.audio.run_model."""
     out: dict[str, list[tuple[str, str, str]]] = {}
     for it in items:
         if isinstance(it, EntailmentItem):

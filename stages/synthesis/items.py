@@ -22,8 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, field_validator
 
-from earmark.evidence import render
-from earmark.synthesize import (
+from earmark.stages.evidence import render
+from earmark.stages.synthesis.focused import (
     LLM,
     Confidence,
     Outcome,
@@ -33,8 +33,8 @@ from earmark.synthesize import (
     _clean,
     check_question,
 )
-from metrics.ifeval import check_rule
-from schemas.records import Caption, EntailmentHypothesis, InstructionTriple, Rejection
+from earmark.metrics.ifeval import check_rule
+from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, Rejection
 
 REASONING_CHARS = 320
 _NEGATION = re.compile(r"\b(not|no|never|without|nothing|none|nobody|neither|nor|cannot)\b|n't\b", re.I)

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from schemas.records import (
+from earmark.schemas.records import (
     AcousticProfile,
     Clip,
     Diarization,

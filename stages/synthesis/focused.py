@@ -22,9 +22,9 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator
 
-from earmark.evidence import render
-from prompts import Prompt, load_prompt
-from schemas.records import QA_CATEGORIES, Caption, QAPair, Rejection
+from earmark.stages.evidence import render
+from earmark.prompts import Prompt, load_prompt
+from earmark.schemas.records import QA_CATEGORIES, Caption, QAPair, Rejection
 
 STAGE_VERSION = "3"  # bump when validation or assembly of items changes
 CONTENT_KINDS = {"speech": 0, "music": 1, "sound": 2}  # index into the domain code
@@ -258,7 +258,7 @@ def caption_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings) -> O
     return Outcome(rows, rejections)
 
 
-# Which evidence each QA category sees (focused prompts): see earmark.evidence.render.
+# Which evidence each QA category sees (focused prompts): see earmark.stages.evidence.render.
 QA_EVIDENCE = {
     "direct_perception": "short",
     "sound_characteristics": "long",
@@ -320,7 +320,7 @@ def synthesize_shard(evidence: Sequence[dict[str, Any]], item: str, llm: LLM, se
     """All clips of a shard for one item type of the focused strategy, with bounded concurrency.
 
     'captions', 'qa', 'entailment' (premises from `captions`, the shard's caption rows) or 'instructions'."""
-    from earmark.synthesize_items import entailment_clip, instructions_clip
+    from earmark.stages.synthesis.items import entailment_clip, instructions_clip
 
     fns: dict[str, Callable[[dict[str, Any]], Outcome]] = {
         "captions": lambda ev: caption_clip(ev, llm, settings),
@@ -338,7 +338,7 @@ def synthesize_shard(evidence: Sequence[dict[str, Any]], item: str, llm: LLM, se
 def synthesize_joint_shard(evidence: Sequence[dict[str, Any]], llm: LLM, settings: SynthesisSettings,
                            items: Sequence[str]) -> dict[str, Outcome]:
     """The joint strategy over a shard: {item type: Outcome} for the requested item types."""
-    from earmark.synthesize_joint import joint_clip
+    from earmark.stages.synthesis.joint import joint_clip
 
     with ThreadPoolExecutor(max_workers=settings.max_concurrency) as pool:
         per_clip = list(pool.map(lambda ev: joint_clip(ev, llm, settings), evidence))

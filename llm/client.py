@@ -214,7 +214,7 @@ class LLMClient:
     def post_json(self, path: str, body: dict) -> dict:
         """POST `body` to base_url + path with this client's retries, backoff and concurrency limit.
 
-        For request shapes `complete_json` does not build (e.g. audio chat in earmark.runner); returns
+        For request shapes `complete_json` does not build (e.g. audio chat in earmark.llm.audio); returns
         the decoded JSON reply or raises LLMEndpointError like `complete_json`.
         """
         try:

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from earmark.evidence import render
-from earmark.synthesize import (
+from earmark.stages.evidence import render
+from earmark.stages.synthesis.focused import (
     CONTENT_KINDS,
     LLM,
     MAX_CHARS,
@@ -29,7 +29,7 @@ from earmark.synthesize import (
     _ask,
     qa_plan,
 )
-from earmark.synthesize_items import (
+from earmark.stages.synthesis.items import (
     REASONING_CHARS,
     EntailmentReply,
     InstructionReply,
@@ -38,7 +38,7 @@ from earmark.synthesize_items import (
     instruction_plan,
     instruction_schema,
 )
-from schemas.records import CAPTION_KINDS, Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
+from earmark.schemas.records import CAPTION_KINDS, Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 
 ITEMS = ("captions", "qa", "entailment", "instructions")
 

@@ -19,8 +19,8 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from experts.base import SAMPLE_RATE, ClipAudio
-from schemas.records import Clip, QuarantineRow
+from earmark.experts.base import SAMPLE_RATE, ClipAudio
+from earmark.schemas.records import Clip, QuarantineRow
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au", ".m4a", ".aac", ".wma", ".webm", ".mka"}
 STAGE_VERSION = "1"

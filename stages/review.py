@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from earmark.qc import check_ifeval_answer, FilterSettings
-from schemas.records import QCResult, Record, ReviewDecision
+from earmark.stages.qc import check_ifeval_answer, FilterSettings
+from earmark.schemas.records import QCResult, Record, ReviewDecision
 
 REVIEW_VERSION = "1"
 CHECK = "human_review"

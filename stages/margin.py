@@ -11,7 +11,7 @@ keeps a sample when the margin exceeds 6 (cosine × 100). Two backends fill `a` 
   from the models directory; `a` is the clip's audio embedding at 48 kHz. GLAP itself has no transformers
   port; any ClapModel-compatible checkpoint directory can be named instead.
 - `evidence-sbert` (offline default): no audio–text model ships in a wheel, so `a` is the sentence embedding
-  of the clip's expert evidence rendered for the caption's kind (`earmark.evidence.render`) and `t` the
+  of the clip's expert evidence rendered for the caption's kind (`earmark.stages.evidence.render`) and `t` the
   caption's, both with the SBERT model of `metrics.similarity`. It measures agreement with what the experts
   found, not with the audio itself, and its check is named `margin:evidence-sbert` so nobody confuses the two.
 
@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from schemas.records import Caption, QCResult
+from earmark.schemas.records import Caption, QCResult
 
 PAPER_THRESHOLD = 6.0  # MECAT: "exceeds … by an empirically set threshold of 6" (cosine × 100)
 EVIDENCE_THRESHOLD = 5.0  # offline stand-in, set on the planted set (docs/benchmarks.md, benchmarks/qc_planted.py)
@@ -89,7 +89,7 @@ _NOT_THERE = re.compile(r": (absent|unknown)$|^- no |could not be made out|possi
 def evidence_text(ev: dict, kind: str) -> str:
     """The evidence a caption of `kind` should agree with, as plain sentences: the per-kind rendering of
     what *is* there (lines stating absence would pull captions of the absent content closer)."""
-    from earmark.evidence import render
+    from earmark.stages.evidence import render
 
     if kind in ("short", "long"):
         present = [k for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events"))
@@ -112,7 +112,7 @@ class ClapBackend(MarginBackend):
         import torch
         from transformers import AutoTokenizer, ClapFeatureExtractor, ClapModel
 
-        from experts.base import load_once
+        from earmark.experts.base import load_once
 
         self.torch = torch
         key = f"clap:{model_dir}:{device}"
@@ -209,7 +209,7 @@ def margin_checks(captions: Sequence[Caption], backend: MarginBackend, s: Margin
 
 def require_clap(model_id: str, models_dir=None):
     """The local directory of the CLAP weights, or MissingWeights naming the model, the path and the fix."""
-    from experts.models import MissingWeights, require_weights
+    from earmark.experts.models import MissingWeights, require_weights
 
     try:
         return require_weights('QC margin filter (filter.margin_backend = "clap")', model_id, models_dir,

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from metrics.mecat_eval import METRICS as MECAT_METRICS
-from metrics.mecat_eval import MecatReport, evaluate_mecat, groups_for, load_references, metric_keys
-from metrics.similarity import mean_reference_cosine
-from schemas.records import CAPTION_KINDS, QA_CATEGORIES, Score
-from earmark.publish import kept_items
-from storage import Catalog
+from earmark.metrics.mecat_eval import METRICS as MECAT_METRICS
+from earmark.metrics.mecat_eval import MecatReport, evaluate_mecat, groups_for, load_references, metric_keys
+from earmark.metrics.similarity import mean_reference_cosine
+from earmark.schemas.records import CAPTION_KINDS, QA_CATEGORIES, Score
+from earmark.stages.publish import kept_items
+from earmark.storage import Catalog
 
 SUFFIXES = (".jsonl", ".json", ".csv", ".txt")
 MECAT_SUBTASKS: tuple[str, ...] = (*CAPTION_KINDS, *QA_CATEGORIES, "qa")

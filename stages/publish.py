@@ -13,8 +13,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from schemas.records import CAPTION_KINDS
-from storage import Catalog
+from earmark.schemas.records import CAPTION_KINDS
+from earmark.storage import Catalog
 
 _KEPT = "(SELECT item_id FROM {v}.qc GROUP BY item_id HAVING bool_and(keep))"
 
