@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test lock clean-data system-deps
+.PHONY: setup demo test lint lock clean-data system-deps
 
 setup: system-deps $(STAMP)
 
@@ -43,6 +43,16 @@ $(TSTAMP): $(STAMP) requirements/test.txt
 
 test: setup $(TSTAMP)
 	$(BIN)/python -m pytest -q
+
+# ruff (lint + format) and the import-layer contracts. grimp does not follow setuptools' package-dir mapping
+# in an editable install, so the contracts are checked on a regular install into build/lint (run from
+# there, since lint-imports puts the working directory first on sys.path).
+lint: setup $(TSTAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	rm -rf build/lint && $(BIN)/pip install -q --no-deps --no-build-isolation --target build/lint . >/dev/null
+	rm -rf build/lib build/bdist* *.egg-info
+	cd build/lint && $(CURDIR)/$(BIN)/lint-imports --config $(CURDIR)/pyproject.toml
 
 # Re-pin requirements/core.txt from requirements/core.in (run after editing core.in).
 lock:

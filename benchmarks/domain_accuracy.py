@@ -21,13 +21,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from earmark.config import IngestSection
 from earmark.corpus import generate_corpus  # noqa: E402
-from earmark.stages.ingest import IngestConfig, decode_clip, ingest_file  # noqa: E402
 from earmark.experts.domain import HeuristicDomainExpert  # noqa: E402
 from earmark.experts.levels import LevelsExpert  # noqa: E402
 from earmark.experts.vad import SileroVADExpert  # noqa: E402
 from earmark.schemas.records import DOMAIN_CODES, domain_flags  # noqa: E402
-
+from earmark.stages.ingest import decode_clip, ingest_file  # noqa: E402
 
 FLAGS = ("speech", "music", "sound")
 
@@ -43,7 +43,7 @@ def run(seed: int, per_domain: int, workdir: Path) -> dict:
     items = generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False)
     clips, truth, files = [], [], []
     for item in items:
-        rows, quarantined = ingest_file(item.path, IngestConfig())
+        rows, quarantined = ingest_file(item.path, IngestSection())
         if quarantined:
             raise RuntimeError(f"corpus file {item.path} was quarantined: {quarantined[0].reason}")
         for row in rows:

@@ -20,16 +20,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from earmark.config import AnalyzeSection  # noqa: E402
+from earmark.config import (
+    AnalyzeSection,  # noqa: E402
+    IngestSection,
+)
 from earmark.corpus import generate_corpus  # noqa: E402
-from earmark.stages.ingest import IngestConfig, decode_clip, ingest_file  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
+from earmark.stages.ingest import decode_clip, ingest_file  # noqa: E402
 
 
 def run(per_domain: int, seed: int, workdir: Path) -> dict:
     clips = []
     for item in generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False):
-        rows, _ = ingest_file(item.path, IngestConfig())
+        rows, _ = ingest_file(item.path, IngestSection())
         clips += [decode_clip(r) for r in rows]
     audio_s = sum(c.duration_s for c in clips)
     experts = build_experts(AnalyzeSection())

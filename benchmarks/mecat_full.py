@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 import time
-from importlib.resources import files
 from pathlib import Path
 
 import torch

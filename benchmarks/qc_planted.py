@@ -29,11 +29,11 @@ from collections import defaultdict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from earmark.metrics.similarity import embed, load_sbert  # noqa: E402
+from earmark.schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
 from earmark.stages.margin import EvidenceSbertBackend, MarginSettings, margin_checks  # noqa: E402
 from earmark.stages.qc import ClipContext, FilterSettings, run_checks  # noqa: E402
 from earmark.stages.synthesis.focused import ABSENT_TEXT  # noqa: E402
-from earmark.metrics.similarity import embed, load_sbert  # noqa: E402
-from earmark.schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
 
 TRANSCRIPTS = [
     "the train to the airport leaves from platform four", "please remember to bring your passport tomorrow",

@@ -1,15 +1,23 @@
-"""Run configuration: one typed object, from a TOML file and/or CLI flags, validated up front.
+"""Run configuration: one typed object, one definition per setting, validated up front.
 
-Each stage reads only its own section, and only the fields that change its output enter its shard keys.
+Sources, lowest to highest priority (pydantic-settings): the defaults below → a TOML file (`--config FILE`,
+else `$EARMARK_CONFIG`, else `./earmark.toml` when it exists) → `EARMARK_*` environment variables (nested
+with `__`: `EARMARK_LLM__MODEL=…`) → command-line flags. Each stage takes its own section as it is; the
+fields that change a stage's output enter its shard key through the stage's description (earmark.stages).
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from earmark.schemas.records import ITEM_TABLES, ItemTable
 
 
 class Section(BaseModel):
@@ -58,17 +66,16 @@ class LLMSection(Section):
     schema_mode: Literal["llama_cpp", "json_schema"] = "llama_cpp"
     max_concurrency: int = Field(1, ge=1, le=256)
     timeout_s: float = Field(300.0, gt=0)
-    n_ctx: int = 4096
-    n_threads: int | None = None
-    temperature: float = Field(0.3, ge=0, le=2)
-    seed: int = 0
+    n_ctx: int = 4096  # embedded server only
+    n_threads: int | None = None  # embedded server only; None = all cores
+    seed: int = 0  # sampling seed; each prompt file carries its own temperature and max_tokens
 
 
 class SynthesizeSection(Section):
     # focused: one small prompt per caption kind / item (what 0.5B local models can do);
     # joint: one chain-of-thought pass per clip writing every item (for capable endpoints)
     strategy: Literal["focused", "joint"] = "focused"
-    items: list[Literal["captions", "qa", "entailment", "instructions"]] = ["captions", "qa", "entailment", "instructions"]
+    items: list[ItemTable] = list(ITEM_TABLES)
     absent_captions: Literal["rule", "llm"] = "rule"
     repair_attempts: int = Field(1, ge=0, le=3)
     prompt_dir: Path | None = None  # a copy of prompts/ to edit; None = the built-in templates
@@ -98,7 +105,7 @@ class ReviewSection(Section):
     review sheet written for bulk review in a file and imported with `earmark review import`."""
 
     mode: Literal["off", "ui", "file"] = "off"
-    tables: list[Literal["captions", "qa", "entailment", "instructions"]] = ["entailment", "instructions"]
+    tables: list[ItemTable] = ["entailment", "instructions"]
     scope: Literal["kept", "all"] = "kept"  # only what QC kept (what would be published), or every item
     max_items: int = Field(200, ge=1, le=10_000)  # per review round, lowest LLM confidence first
     timeout_s: int = Field(24 * 3600, ge=1)  # a paused build fails when nobody answers in time
@@ -110,7 +117,9 @@ class RunSection(Section):
     max_workers: int = Field(2, ge=1, le=64)
 
 
-class Config(Section):
+class Config(BaseSettings):
+    model_config = SettingsConfigDict(extra="forbid", env_prefix="EARMARK_", env_nested_delimiter="__")
+
     data_root: Path = Path("data")
     dataset: str = "default"
     inputs: list[Path] = []
@@ -122,40 +131,73 @@ class Config(Section):
     review: ReviewSection = ReviewSection()
     run: RunSection = RunSection()
 
+    @classmethod
+    def settings_customise_sources(
+        cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource, dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _TomlSource(settings_cls, _toml.get())
+
 
 class ConfigError(Exception):
     pass
 
 
-def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for k, v in override.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
+class _TomlSource(PydanticBaseSettingsSource):
+    """The config file's tables, read with a clear error for a missing file or bad TOML."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None):
+        super().__init__(settings_cls)
+        self.data: dict[str, Any] = {}
+        if path is not None:
+            try:
+                self.data = tomllib.loads(Path(path).read_text())
+            except FileNotFoundError as exc:
+                raise ConfigError(f"config file {path} not found") from exc
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self.data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self.data)
+
+
+_toml: ContextVar[Path | None] = ContextVar("earmark_config_file", default=None)
+
+
+def config_file(path: Path | None = None) -> Path | None:
+    """The TOML file that applies: `path`, else $EARMARK_CONFIG, else ./earmark.toml when it exists."""
+    if path is not None:
+        return Path(path)
+    if os.environ.get("EARMARK_CONFIG"):
+        return Path(os.environ["EARMARK_CONFIG"])
+    return Path("earmark.toml") if Path("earmark.toml").is_file() else None
+
+
+def _nest(overrides: dict[str, Any]) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        *parents, leaf = dotted.split(".")
+        cursor = data
+        for p in parents:
+            cursor = cursor.setdefault(p, {})
+        cursor[leaf] = value
+    return data
 
 
 def load_config(path: Path | None = None, overrides: dict[str, Any] | None = None) -> Config:
-    """Config from a TOML file (optional) with dotted-key overrides ({"llm.model": "..."})."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        try:
-            data = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError as exc:
-            raise ConfigError(f"config file {path} not found") from exc
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
-    for dotted, value in (overrides or {}).items():
-        if value is None:
-            continue
-        node: dict[str, Any] = {}
-        cursor = node
-        parts = dotted.split(".")
-        for p in parts[:-1]:
-            cursor = cursor.setdefault(p, {})
-        cursor[parts[-1]] = value
-        data = _merge(data, node)
+    """The run's config: defaults → TOML file → EARMARK_* env → `overrides` ({"llm.model": …}, None = unset)."""
+    file = config_file(path)
+    token = _toml.set(file)
     try:
-        return Config.model_validate(data)
+        return Config(**_nest(overrides or {}))
     except ValidationError as exc:
-        where = f" in {path}" if path else ""
+        where = f" (file {file}, EARMARK_* environment, flags)" if file else " (EARMARK_* environment, flags)"
         raise ConfigError(f"invalid configuration{where}:\n{exc}") from exc
+    finally:
+        _toml.reset(token)

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from earmark.config import AnalyzeSection
 
 
-def build_experts(cfg: "AnalyzeSection") -> dict[str, Expert]:
+def build_experts(cfg: AnalyzeSection) -> dict[str, Expert]:
     """The experts of the configured profile, in dependency order (an expert after those it needs)."""
     if cfg.profile == "embedded":
         from earmark.experts.profile_embedded import embedded_experts as make

@@ -145,11 +145,8 @@ def plcmos(x: np.ndarray) -> float:
 
 
 class RoomAcousticsExpert(Expert):
-    name = "acoustics"
-    version = "1"
+    name, version, record, needs = "acoustics", "1", RoomAcoustics, ("vad",)
     backend = f"heuristic:decay-snr-bandwidth-v1+speechmos:{_pkg_version('speechmos')}:plcmos_v2"
-    record = RoomAcoustics
-    needs = ("vad",)
 
     def __init__(self, with_plcmos: bool = True) -> None:
         self.with_plcmos = with_plcmos
@@ -159,10 +156,7 @@ class RoomAcousticsExpert(Expert):
                 "plcmos_min_speech_s": PLCMOS_MIN_SPEECH_S}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[RoomAcoustics]:
-        vad = context.get("vad", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in vad]
-        if missing:
-            raise KeyError(f"acoustics needs the vad record of clips {missing[:3]}: run the vad expert first")
+        (vad,) = self.needed(context, clips, "vad")
         return [self._measure(c, vad[c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
     def _measure(self, clip: ClipAudio, activity: SpeechActivity) -> RoomAcoustics:

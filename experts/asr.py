@@ -40,11 +40,8 @@ def whisper_model_dir() -> Path:
 
 
 class WhisperASRExpert(Expert):
-    name = "asr"
-    version = "1"
+    name, version, record, needs = "asr", "1", Transcript, ("vad",)
     backend = "faster-whisper:tiny.en-ct2-int8"
-    record = Transcript
-    needs = ("vad",)
 
     def __init__(
         self,
@@ -74,13 +71,7 @@ class WhisperASRExpert(Expert):
         )
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Transcript]:
-        vad = context.get("vad", {})
-        missing = [clip.clip_id for clip in clips if clip.clip_id not in vad]
-        if missing:
-            raise ValueError(
-                f"asr needs the vad record of every clip; missing for {len(missing)} clip(s), e.g. {missing[0]}. "
-                "Run the vad expert on these clips first and pass its records as context['vad']."
-            )
+        (vad,) = self.needed(context, clips, "vad")
         return [self._transcribe(clip, vad[clip.clip_id]) for clip in clips]  # type: ignore[arg-type]
 
     def _transcribe(self, clip: ClipAudio, activity: SpeechActivity) -> Transcript:

@@ -85,11 +85,8 @@ def flags_for(transcript: Transcript, activity: SpeechActivity, min_word_prob: f
 
 
 class HallucinationCheckExpert(Expert):
-    name = "asr_check"
-    version = "1"
+    name, version, record, needs = "asr_check", "1", TranscriptCheck, ("vad", "asr")
     backend = "heuristic:whisper-hallucination-rules-v1"
-    record = TranscriptCheck
-    needs = ("vad", "asr")
 
     def __init__(self, min_word_prob: float = 0.45, min_support: float = 0.5) -> None:
         self.min_word_prob = min_word_prob
@@ -100,10 +97,7 @@ class HallucinationCheckExpert(Expert):
                 "phrases": sorted(KNOWN_PHRASES), "whole": sorted(KNOWN_WHOLE)}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[TranscriptCheck]:
-        for table in self.needs:
-            missing = [c.clip_id for c in clips if c.clip_id not in context.get(table, {})]
-            if missing:
-                raise KeyError(f"asr_check needs the {table} record of clips {missing[:3]}: run {table} first")
+        self.needed(context, clips)
         out = []
         for c in clips:
             asr, vad = context["asr"][c.clip_id], context["vad"][c.clip_id]

@@ -1,23 +1,22 @@
 """What an expert is: a bundle that declares what it needs, loads once, and maps clips to records.
 
-After torchaudio's `pipelines`: loading (`load_once`) is separate from computing (`analyze`). The flow
+After torchaudio's `pipelines`: loading (`earmark.once.load_once`) is separate from computing (`analyze`). The flow
 layer asks an expert for its `key_config()` to build the shard key, so an expert whose backend, version or
 thresholds change recomputes its shards and nothing else.
 """
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
 
+from earmark.once import load_once
 from earmark.schemas.records import ExpertRecord
 
 SAMPLE_RATE = 16_000
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,13 @@ class ClipAudio:
 
 # Records of the expert tables an expert depends on, by table name then clip_id.
 Context = Mapping[str, Mapping[str, ExpertRecord]]
+
+
+class MissingContext(KeyError, ValueError):
+    """An expert was given clips without the records of a table it needs (a wiring error, not bad data)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class Expert:
@@ -56,14 +62,20 @@ class Expert:
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[ExpertRecord]:
         raise NotImplementedError
 
+    def needed(self, context: Context, clips: Sequence[ClipAudio], *tables: str) -> list[Mapping[str, Any]]:
+        """The records of `tables` (default: every table in `needs`) for `clips`, by clip id; raises
+        MissingContext naming the expert, the table and the fix when a clip has none."""
+        out = []
+        for table in tables or self.needs:
+            rows = context.get(table, {})
+            missing = [c.clip_id for c in clips if c.clip_id not in rows]
+            if missing:
+                raise MissingContext(f"{self.name} needs the {table} record of every clip; missing for {len(missing)} "
+                                     f"clip(s), e.g. {missing[0]}: run the {table} expert on them first")
+            out.append(rows)
+        return out
 
-_loaded: dict[str, Any] = {}
-_load_lock = threading.Lock()
 
 
-def load_once(key: str, factory: Callable[[], T]) -> T:
-    """Load a model at most once per worker process (thread-safe), keyed by what identifies its weights."""
-    with _load_lock:
-        if key not in _loaded:
-            _loaded[key] = factory()
-        return _loaded[key]
+
+__all__ = ["SAMPLE_RATE", "ClipAudio", "Context", "Expert", "load_once"]

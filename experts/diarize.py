@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from earmark.experts.audio import samples_16k
-from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.base import ClipAudio, Context, Expert, load_once
 from earmark.schemas.records import Diarization, SpeakerTurn, SpeechActivity
 
 MEL_STEP_S = 0.01  # Resemblyzer's mel frame step
@@ -80,11 +80,8 @@ def cluster_speakers(emb: np.ndarray, starts: np.ndarray, window: int, max_speak
 
 
 class ResemblyzerDiarizationExpert(Expert):
-    name = "diarization"
-    version = "1"
+    name, version, record, needs = "diarization", "1", Diarization, ("vad",)
     backend = f"resemblyzer:{_pkg_version('resemblyzer')}+agglomerative"
-    record = Diarization
-    needs = ("vad",)
 
     def __init__(self, window_s: float = 1.2, hop_s: float = 0.4, max_speakers: int = 4,
                  separation: float = 0.85, min_speech_s: float = 0.3, batch_size: int = 256) -> None:
@@ -100,10 +97,7 @@ class ResemblyzerDiarizationExpert(Expert):
                 "separation": self.separation, "min_speech_s": self.min_speech_s}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Diarization]:
-        vad = context.get("vad", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in vad]
-        if missing:
-            raise KeyError(f"diarization needs the vad record of clips {missing[:3]}: run the vad expert first")
+        (vad,) = self.needed(context, clips, "vad")
         # Pass 1: speech-only mel windows of every clip; pass 2: one batched encoder run; pass 3: cluster.
         plans = [self._windows(c, vad[c.clip_id]) for c in clips]  # type: ignore[arg-type]
         all_windows = [w for p in plans if p is not None for w in p[2]]

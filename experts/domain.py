@@ -164,11 +164,8 @@ def decide(feats: dict[str, float], speech_s: float, t: dict[str, float] = THRES
 class HeuristicDomainExpert(Expert):
     """Domain code per clip from VAD + levels context and the DSP features above (no model weights)."""
 
-    name = "domain"
-    version = "1"
+    name, version, record, needs = "domain", "1", DomainDecision, ("vad", "levels")
     backend = "heuristic:dsp-v1"
-    record = DomainDecision
-    needs = ("vad", "levels")
 
     def __init__(self, thresholds: dict[str, float] | None = None) -> None:
         unknown = set(thresholds or {}) - set(THRESHOLDS)
@@ -180,11 +177,7 @@ class HeuristicDomainExpert(Expert):
         return {"thresholds": dict(sorted(self.thresholds.items())), "n_fft": N_FFT, "hop": HOP}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[DomainDecision]:
-        for table in self.needs:
-            missing = [c.clip_id for c in clips if c.clip_id not in context.get(table, {})]
-            if missing:
-                raise KeyError(f"domain expert needs the '{table}' records of clips {missing[:3]}…: "
-                               f"run the {table} expert on them first and pass its table in context")
+        self.needed(context, clips)
         return [self._decide(c, context["vad"][c.clip_id], context["levels"][c.clip_id]) for c in clips]
 
     def _decide(self, clip: ClipAudio, vad: SpeechActivity, levels: AcousticProfile) -> DomainDecision:

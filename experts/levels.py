@@ -21,10 +21,8 @@ LOUDNESS_BLOCK_S = 0.4  # pyloudnorm's gating block: shorter clips have no integ
 
 
 class LevelsExpert(Expert):
-    name = "levels"
-    version = "1"
+    name, version, record = "levels", "1", AcousticProfile
     backend = "dsp:numpy+pyloudnorm"
-    record = AcousticProfile
 
     def key_config(self) -> dict[str, Any]:
         return {"clip_level": CLIP_LEVEL, "silence_dbfs": SILENCE_DBFS, "frame_s": FRAME_S}

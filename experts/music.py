@@ -96,22 +96,12 @@ def loudness_contour(x: np.ndarray, step_s: float = LOUDNESS_STEP_S) -> list[flo
     return [round(max(-0.691 + 10 * np.log10(max(np.mean(b**2), 1e-20)), DB_FLOOR), 2) for b in blocks]
 
 
-def _check(expert: Expert, clips: Sequence[ClipAudio], context: Context) -> None:
-    for table in expert.needs:
-        missing = [c.clip_id for c in clips if c.clip_id not in context.get(table, {})]
-        if missing:
-            raise KeyError(f"{expert.name} needs the {table} record of clips {missing[:3]}: run {table} first")
-
-
 class HPSSSeparationExpert(Expert):
-    name = "separation"
-    version = "1"
+    name, version, record, needs = "separation", "1", Separation, ("domain",)
     backend = "librosa:hpss"
-    record = Separation
-    needs = ("domain",)
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Separation]:
-        _check(self, clips, context)
+        self.needed(context, clips)
         return [self._separate(c, context["domain"][c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
     def _separate(self, clip: ClipAudio, domain: DomainDecision) -> Separation:
@@ -130,17 +120,14 @@ class HPSSSeparationExpert(Expert):
 
 
 class LibrosaMusicExpert(Expert):
-    name = "music"
-    version = "1"
+    name, version, record, needs = "music", "1", MusicAnalysis, ("domain", "separation")
     backend = "librosa:beat+chroma-ks+bs1770"
-    record = MusicAnalysis
-    needs = ("domain", "separation")
 
     def key_config(self) -> dict[str, Any]:
         return {"beat_hop": BEAT_HOP, "loudness_step_s": LOUDNESS_STEP_S, "key_profiles": "krumhansl-kessler"}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[MusicAnalysis]:
-        _check(self, clips, context)
+        self.needed(context, clips)
         return [self._analyze(c, context["domain"][c.clip_id], context["separation"][c.clip_id])  # type: ignore[arg-type]
                 for c in clips]
 

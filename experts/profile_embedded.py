@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from earmark.config import AnalyzeSection
 
 
-def embedded_experts(cfg: "AnalyzeSection") -> list[Expert]:
+def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.acoustics import RoomAcousticsExpert
     from earmark.experts.asr import WhisperASRExpert
     from earmark.experts.asr_check import HallucinationCheckExpert

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from earmark.config import AnalyzeSection
 
 
-def paper_experts(cfg: "AnalyzeSection") -> list[Expert]:
+def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.acoustics import RoomAcousticsExpert
     from earmark.experts.asr_check import HallucinationCheckExpert
     from earmark.experts.diarize import ResemblyzerDiarizationExpert

@@ -32,10 +32,8 @@ def _load_dnsmos() -> Any:
 
 
 class DNSMOSExpert(Expert):
-    name = "dnsmos"
-    version = "1"
+    name, version, record = "dnsmos", "1", SpeechQuality
     backend = "speechmos:dnsmos"
-    record = SpeechQuality
 
     def key_config(self) -> dict[str, Any]:
         # Personalized DNSMOS (penalizes interfering talkers) is a different model; we use the standard one.

@@ -89,21 +89,15 @@ def voice_labels(f0: np.ndarray, level_db: np.ndarray) -> dict[str, Any]:
 
 
 class PitchSpeakerAttributesExpert(Expert):
-    name = "speakers"
-    version = "1"
+    name, version, record, needs = "speakers", "1", SpeakerAttributes, ("diarization",)
     backend = "heuristic:pitch-energy-v1"
-    record = SpeakerAttributes
-    needs = ("diarization",)
 
     def key_config(self) -> dict[str, Any]:
         return {"hop": HOP, "fmin": FMIN, "fmax": FMAX, "female_hz": FEMALE_HZ, "child_hz": CHILD_HZ,
                 "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB]}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
-        diar = context.get("diarization", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in diar]
-        if missing:
-            raise KeyError(f"speakers needs the diarization record of clips {missing[:3]}: run diarization first")
+        (diar,) = self.needed(context, clips, "diarization")
         return [self._profile(c, diar[c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
     def _profile(self, clip: ClipAudio, diar: Diarization) -> SpeakerAttributes:

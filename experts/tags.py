@@ -84,20 +84,14 @@ def window_tags(f: dict[str, float], music_prob: float) -> list[LabelProb]:
 
 
 class CoarseTagsExpert(Expert):
-    name = "tags"
-    version = "1"
+    name, version, record, needs = "tags", "1", SoundEvents, ("vad", "domain")
     backend = "heuristic:coarse-dsp-v1"
-    record = SoundEvents
-    needs = ("vad", "domain")
 
     def key_config(self) -> dict[str, Any]:
         return {"window_s": WINDOW_S, "n_fft": N_FFT, "hop": HOP, "labels": list(LABELS)}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SoundEvents]:
-        for table in self.needs:
-            missing = [c.clip_id for c in clips if c.clip_id not in context.get(table, {})]
-            if missing:
-                raise KeyError(f"tags needs the {table} record of clips {missing[:3]}: run {table} first")
+        self.needed(context, clips)
         return [self._tag(c, context["vad"][c.clip_id], context["domain"][c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
     def _tag(self, clip: ClipAudio, vad: SpeechActivity, domain: DomainDecision) -> SoundEvents:

@@ -40,10 +40,8 @@ def _load_silero() -> _Silero:
 
 
 class SileroVADExpert(Expert):
-    name = "vad"
-    version = "1"
+    name, version, record = "vad", "1", SpeechActivity
     backend = f"silero-vad:{_pkg_version('silero-vad')}"
-    record = SpeechActivity
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.review import review_flow
 from earmark.flows.synthesize import synthesize_flow
+from earmark.stages.rerun import filter_inputs
 from earmark.storage.shards import remove_stale_temp_files
 
 
@@ -52,10 +53,10 @@ def build_flow(cfg: Config) -> dict[str, Any]:
             shards[f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
 
         t = time.perf_counter()
-        # joint strategy: one shard holds every item type, so dedupe the refs per clip shard
-        per_shard = [list(dict.fromkeys(synth["results"][item].refs[i] for item in cfg.synthesize.items))
-                     for i in range(len(ingest.refs))]
-        qc = filter_flow.with_options(task_runner=runner)(cfg, per_shard, run_id)
+        qc = filter_flow.with_options(task_runner=runner)(
+            cfg, filter_inputs(ingest.refs, {n: r.refs for n, r in experts.items()},
+                               synth["results"]["evidence"].refs,
+                               {i: synth["results"][i].refs for i in cfg.synthesize.items}), run_id)
         timings["filter"] = time.perf_counter() - t
         shards["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
 
@@ -72,13 +73,14 @@ def build_flow(cfg: Config) -> dict[str, Any]:
             t = time.perf_counter()
         published = publish_flow(cfg, tables, run_id)
         timings["publish"] = time.perf_counter() - t
+        shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
         status = "ok"
     finally:
         stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards,
                  "llm": synth.get("llm")}
         cat.finish_run(run_id, status, stats)
     get_run_logger().info("build %s: %s", run_id, stats)
-    return {"run_id": run_id, **published, **stats}
+    return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats}
 
 
 def run_build(cfg: Config) -> dict[str, Any]:

@@ -1,22 +1,24 @@
-"""What every stage flow shares: the catalog, the skip-if-present rule, and a task runner per config.
+"""What every stage flow shares: the one generic shard task, the catalog, and a task runner per config.
 
-A stage task computes its shard key first and returns at once when the catalog already holds that key,
-so the skip costs one catalog lookup and no model load. Prefect's own result caching is off
-(`NO_CACHE`): its TASK_SOURCE policy does not see prompt files or helpers, the shard key does.
+`stage_task` wraps `earmark.stages.base.run_job` (key → catalog lookup → run → write → register), so a
+stage whose key is already registered returns at once, without loading a model or calling an LLM. Its task
+run is named after the stage and shard (`analyze/asr/shard-0003`). Prefect's own result caching is off
+(`NO_CACHE`): the shard key, derived from the stage's description, is what decides.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-from prefect import get_run_logger
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from earmark.config import Config
-from earmark.storage import Catalog, ShardMeta, ShardRef
+from earmark.stages.base import ShardJob, run_job
+from earmark.storage import Catalog, ShardRef
 
 
 def open_catalog(cfg: Config) -> Catalog:
@@ -28,25 +30,23 @@ def task_runner(cfg: Config) -> ThreadPoolTaskRunner:
     return ThreadPoolTaskRunner(max_workers=workers)
 
 
-def computed_or_cached(
-    cat: Catalog, key: str, tables: Sequence[str], meta: ShardMeta, run_id: str | None,
-    compute: Callable[[], Mapping[str, pa.Table]], what: str,
-) -> ShardRef:
-    """Return the registered shard for `key`, or compute, write and register it."""
-    logger = get_run_logger()
-    if cat.has_shard(key, tables):
-        logger.info("%s: shard %s already in the catalog, skipped", what, key)
-        return ShardRef(key=key, tables=tuple(tables), rows=cat.shard_rows(key, tables), skipped=True)
-    t0 = time.perf_counter()
-    out = compute()
-    ref = cat.write_shard(key, out, meta, run_id)
-    logger.info("%s: shard %s computed, %d rows in %.1f s", what, key, ref.rows, time.perf_counter() - t0)
-    return ref
+@task(name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
+def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
+    return run_job(open_catalog(cfg), job, run_id, get_run_logger())
+
+
+def submit(cfg: Config, job: ShardJob, run_id: str | None, wait_for: Sequence[PrefectFuture] | None = None,
+           retries: int | None = None) -> PrefectFuture:
+    """Submit one shard job as a task run named after its stage and shard."""
+    options = {"task_run_name": job.task_name}
+    if retries is not None:
+        options["retries"] = retries
+    return stage_task.with_options(**options).submit(cfg, job, run_id, wait_for=list(wait_for or []))
 
 
 @dataclass
 class StageResult:
-    """Shards a stage produced, by logical role (e.g. per clip shard key), plus counters."""
+    """Shards a stage produced, in clip-shard order, plus counters."""
 
     refs: list[ShardRef] = field(default_factory=list)
 

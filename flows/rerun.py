@@ -24,45 +24,13 @@ from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import StageResult, open_catalog, task_runner
+from earmark.flows.common import open_catalog, task_runner
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.synthesize import synthesize_flow
-from earmark.storage import Catalog, ShardRef
+from earmark.schemas import ITEM_TABLES
+from earmark.stages.rerun import STAGES, filter_inputs, version_graph, version_tables
 from earmark.storage.diff import diff_markdown, version_diff
-
-STAGES = ("analyze", "synthesize", "filter")
-ITEMS = ("captions", "qa", "entailment", "instructions")
-
-
-def _first_input(cat: Catalog, table: str, keys: list[str]) -> dict[str, str]:
-    """shard key → its first input key (the clip shard of an expert/evidence shard, the evidence shard of
-    an item shard)."""
-    if not keys:
-        return {}
-    rows = cat.query("SELECT key, inputs[1] FROM shards WHERE table_name = ? AND list_contains(?, key)", [table, keys])
-    return dict(rows)
-
-
-def base_refs(cat: Catalog, version: str) -> dict[str, Any]:
-    """The base version's shards, aligned per clip shard: clip refs, expert refs, evidence and item refs."""
-    shards = cat.version_shards(version)
-    clip_keys = shards.get("clips", [])
-    clip_refs = [ShardRef(k, ("clips", "quarantine")) for k in clip_keys]
-    expert_tables = [t for t in shards if t not in ("clips", "quarantine", "evidence", "qc", "rejections", *ITEMS)]
-    experts: dict[str, list[ShardRef]] = {}
-    for table in expert_tables:
-        by_clip = {clip: key for key, clip in _first_input(cat, table, shards[table]).items()}
-        if all(c in by_clip for c in clip_keys):
-            experts[table] = [ShardRef(by_clip[c], (table,)) for c in clip_keys]
-    evidence = {clip: key for key, clip in _first_input(cat, "evidence", shards.get("evidence", [])).items()}
-    items: dict[str, list[ShardRef]] = {}
-    for item in ITEMS:
-        by_evidence = {ev: key for key, ev in _first_input(cat, item, shards.get(item, [])).items()}
-        refs = [by_evidence.get(evidence.get(c, ""), "") for c in clip_keys]
-        if refs and all(refs):
-            items[item] = [ShardRef(k, (item, "rejections")) for k in refs]
-    return {"shards": shards, "clip_refs": clip_refs, "experts": experts, "items": items}
 
 
 @flow(name="rerun", log_prints=True)
@@ -75,33 +43,33 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     if base is None or base not in cat.versions():
         raise ValueError(f"dataset {cfg.dataset!r} has no version {base!r} to re-run from; run `earmark build` first")
     items = list(items or cfg.synthesize.items)
-    bad = set(items) - set(ITEMS)
+    bad = set(items) - set(ITEM_TABLES)
     if bad:
-        raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEMS)}")
+        raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEM_TABLES)}")
     if stage != "synthesize" and items != list(cfg.synthesize.items):
         raise ValueError("--items only applies to --stage synthesize")
-    b = base_refs(cat, base)
-    if not b["clip_refs"]:
+    g = version_graph(cat, base)
+    if not g.clip_refs:
         raise ValueError(f"version {base} has no clips")
     runner = task_runner(cfg)
     run_id = cat.start_run("rerun", {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")})
     stats: dict[str, Any] = {"stage": stage, "items": items, "base": base, "timings_s": {}, "shards": {}}
     status = "failed"
     try:
-        experts = b["experts"]
+        experts = g.experts
         t = time.perf_counter()
         if stage == "analyze":
-            got = analyze_flow.with_options(task_runner=runner)(cfg, b["clip_refs"], run_id)
+            got = analyze_flow.with_options(task_runner=runner)(cfg, g.clip_refs, run_id)
             experts = {name: res.refs for name, res in got.items()}
             stats["shards"].update({f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()})
             stats["timings_s"]["analyze"] = round(time.perf_counter() - t, 2)
-        item_refs: dict[str, list[ShardRef]] = dict(b["items"])
-        evidence_keys = b["shards"].get("evidence", [])
+        item_refs = dict(g.items)
+        evidence_keys = g.evidence
         if stage in ("analyze", "synthesize"):
             t = time.perf_counter()
-            kept = {k: v for k, v in b["items"].items() if k not in items} if stage == "synthesize" else {}
+            kept = {k: v for k, v in g.items.items() if k not in items} if stage == "synthesize" else {}
             scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
-            synth = synthesize_flow.with_options(task_runner=runner)(scfg, b["clip_refs"], experts, run_id, kept)
+            synth = synthesize_flow.with_options(task_runner=runner)(scfg, g.clip_refs, experts, run_id, kept)
             for name, res in synth["results"].items():
                 stats["shards"][f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
             evidence_keys = synth["results"]["evidence"].keys("evidence")
@@ -109,17 +77,12 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
             stats["llm"] = synth["llm"]
             stats["timings_s"]["synthesize"] = round(time.perf_counter() - t, 2)
         t = time.perf_counter()
-        per_shard = [list(dict.fromkeys(refs[i] for refs in item_refs.values())) for i in range(len(b["clip_refs"]))]
-        qc = filter_flow.with_options(task_runner=runner)(cfg, per_shard, run_id)
+        qc = filter_flow.with_options(task_runner=runner)(
+            cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id)
         stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
         stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
 
-        tables = {t: list(keys) for t, keys in b["shards"].items()}
-        tables.update({name: [r.key for r in refs] for name, refs in experts.items()})
-        tables["evidence"] = evidence_keys
-        tables.update({item: [r.key for r in refs] for item, refs in item_refs.items()})
-        tables["rejections"] = sorted({r.key for refs in item_refs.values() for r in refs})
-        tables["qc"] = qc.keys("qc")
+        tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"))
         published = publish_flow(cfg, tables, run_id)
         diffs = version_diff(cat, base, published["version"])
         report = diff_markdown(base, published["version"], diffs, cfg.dataset)
@@ -139,5 +102,3 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
 def run_rerun(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
     return rerun_flow.with_options(task_runner=task_runner(cfg))(cfg, stage, items, version)
 
-
-__all__ = ["rerun_flow", "run_rerun", "base_refs", "StageResult"]

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Literal
 
@@ -23,21 +24,11 @@ from prefect.input import RunInput
 from pydantic import BaseModel
 
 from earmark.config import Config
-from earmark.stages.publish import base_shards, review_keys
-from earmark.stages.review import (
-    ITEM_TABLES,
-    REVIEW_VERSION,
-    ReviewItem,
-    decisions_sha,
-    read_sheet,
-    review_items,
-    to_decisions,
-    write_sheet,
-)
-from earmark.flows.common import open_catalog
+from earmark.flows.common import open_catalog, stage_task
 from earmark.flows.publish import publish_flow
-from earmark.schemas import TABLES, QCResult, ReviewDecision, from_table, to_table
-from earmark.storage import Catalog, ShardMeta, shard_key
+from earmark.stages import review
+from earmark.stages.base import ShardJob
+from earmark.stages.review import ReviewItem, read_sheet, review_items, to_decisions, write_sheet
 
 
 class ItemDecision(BaseModel):
@@ -55,25 +46,12 @@ class ReviewInput(RunInput):
     decisions: list[ItemDecision] = []
 
 
-def _items_and_qc(cat: Catalog, shards: dict[str, list[str]]) -> tuple[dict, list[QCResult]]:
-    shards = base_shards(cat, shards)
-    items = {t: from_table(TABLES[t], cat.read(t, shards.get(t, []))) for t in ITEM_TABLES}
-    return items, from_table(QCResult, cat.read("qc", shards.get("qc", [])))
-
-
-def stored_decisions(cat: Catalog) -> list[ReviewDecision]:
-    return from_table(ReviewDecision, cat.read("reviews", review_keys(cat)))
-
-
-def store_decisions(cat: Catalog, decisions: list[ReviewDecision], run_id: str | None, source: str) -> str | None:
+def store_decisions(cfg: Config, decisions: list, run_id: str | None) -> str | None:
     """One `reviews` shard per review round, keyed by its content (storing the same round twice is a no-op)."""
     if not decisions:
         return None
-    key = shard_key("reviews", REVIEW_VERSION, [], config={"sha": decisions_sha(decisions)})
-    if not cat.has_shard(key, ("reviews",)):
-        meta = ShardMeta(stage="review", stage_version=REVIEW_VERSION, inputs=[], model=source)
-        cat.write_shard(key, {"reviews": to_table(ReviewDecision, decisions)}, meta, run_id)
-    return key
+    job = ShardJob(review.REVIEWS, partial(review.store, decisions), sources=[review.decisions_sha(decisions)])
+    return stage_task.with_options(task_run_name="review/store")(cfg, job, run_id).key
 
 
 def _markdown(items: list[ReviewItem]) -> str:
@@ -92,8 +70,8 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
     """One review round over the build's items (see the module doc); returns what it stored or wrote."""
     logger = get_run_logger()
     cat = open_catalog(cfg)
-    items, qc = _items_and_qc(cat, shards)
-    todo = review_items(items, qc, stored_decisions(cat), tables=cfg.review.tables, scope=cfg.review.scope,
+    items, qc = review.version_items(cat, shards)
+    todo = review_items(items, qc, review.stored_decisions(cat), tables=cfg.review.tables, scope=cfg.review.scope,
                         max_items=cfg.review.max_items)
     if not todo:
         logger.info("review: every item in scope already has a decision")
@@ -116,7 +94,7 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
     decisions, errors = to_decisions(rows, items, reviewer=answer.reviewer or "reviewer", source="ui")
     for e in errors:
         logger.warning("review: ignored %s", e)
-    key = store_decisions(cat, decisions, run_id, "ui")
+    key = store_decisions(cfg, decisions, run_id)
     flow_run = get_run_context().flow_run  # type: ignore[union-attr]
     logger.info("review: %d decisions stored (shard %s) from flow run %s", len(decisions), key, flow_run.id)
     return {"mode": "ui", "items": len(todo), "decisions": len(decisions), "errors": errors, "shard": key}
@@ -131,12 +109,12 @@ def review_import_flow(cfg: Config, sheet: Path, reviewer: str = "reviewer", ver
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
     shards = cat.version_shards(version)
-    items, _ = _items_and_qc(cat, shards)
+    items, _ = review.version_items(cat, shards)
     decisions, errors = to_decisions(read_sheet(sheet), items, reviewer=reviewer, source="file")
     if errors:
         raise ValueError(f"review sheet {sheet}: nothing stored, fix these rows first:\n  " + "\n  ".join(errors))
     if not decisions:
         raise ValueError(f"review sheet {sheet} has no filled-in decision column")
-    key = store_decisions(cat, decisions, None, "file")
+    key = store_decisions(cfg, decisions, None)
     published = publish_flow(cfg, shards, None, note=f"review of {version}")
     return {"decisions": len(decisions), "shard": key, **published}

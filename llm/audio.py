@@ -25,19 +25,6 @@ import soundfile as sf
 from earmark.llm.cache import ResponseCache, cache_key, write_atomic
 from earmark.llm.client import LLMClient, LLMEndpointError
 
-# MECAT's per-subtask caption prompts for instruction-following models, as published with the
-# official evaluation code (README of xiaomi-research/mecat, "Prompts example"); the paper's
-# Appendix F is not in our copy of the paper. Qwen2-Audio's <|audio_bos|>… tokens are dropped:
-# the endpoint places the audio itself.
-MECAT_CAPTION_PROMPTS: dict[str, str] = {
-    "long": "Listen to this audio and describe it in 1-2 sentences:",
-    "short": "Listen to the audio and provide a caption for this audio within 15 words:",
-    "speech": "Listen to the audio and provide a caption describing the speech content in this audio:",
-    "music": "Listen to the audio and provide a caption for the music content in this audio:",
-    "sound": "Listen to the audio and provide a general sound excluding speech and music:",
-    "environment": "Listen to the audio and provide a caption for quality or acoustic environment for this audio:",
-}
-
 
 class ModelPredictions(dict):
     """{subtask: {clip_id: text}} plus `errors` {subtask: {clip_id: reason}} and client `stats`.
@@ -91,7 +78,7 @@ Request = tuple[str, str, str]  # (subtask, prediction key, prompt)
 
 def run_model(
     clips: Iterable[tuple[str, bytes]],
-    prompts: Mapping[str, str] | None,
+    prompts: Mapping[str, str],
     endpoint: str,
     model: str,
     *,
@@ -108,13 +95,13 @@ def run_model(
     """Ask `model` at `endpoint` (base URL ending in /v1) for every (clip, subtask) prediction.
 
     `clips` yields (clip_id, audio bytes) and is consumed lazily: at most ~2×max_concurrency encoded
-    clips are held at once. `prompts` maps subtask → prompt (None: MECAT's caption prompts), keyed by
-    clip id. For per-item prompts (QA questions, entailment hypotheses, IFEval instructions) pass
+    clips are held at once. `prompts` maps subtask → prompt (e.g. MECAT's caption prompts, from
+    prompts/mecat_eval.toml), keyed by clip id. For per-item prompts (QA questions, entailment hypotheses, IFEval instructions) pass
     `requests`: clip_id → [(subtask, key, prompt), …]; `prompts` then only names the subtasks.
     """
-    prompts = dict(MECAT_CAPTION_PROMPTS if prompts is None else prompts)
+    prompts = dict(prompts)
     if not prompts:
-        raise ValueError("run_model: no prompts given; pass {subtask: prompt} or None for MECAT's caption prompts")
+        raise ValueError("run_model: no prompts given; pass {subtask: prompt}")
     if requests is None:
         def requests(clip_id: str) -> list[Request]:
             return [(s, clip_id, p) for s, p in prompts.items()]

@@ -58,3 +58,36 @@ def llm_stats(client: LLMClient) -> dict[str, Any]:
     stats = client.stats()
     stats["server_started"] = getattr(client, "server_started", None)
     return stats
+
+
+class LLMSession:
+    """The LLM of one flow run: its client is opened on first use (in each process that uses it) and
+    closed with `close()`. Stages get the session, not a client, so a shard whose key is already in the
+    catalog never starts a server."""
+
+    def __init__(self, cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> None:
+        self.cfg, self.cache_dir, self.log_path = cfg, Path(cache_dir), log_path
+        self._client: LLMClient | None = None
+        self._lock = threading.Lock()
+
+    def client(self) -> LLMClient:
+        with self._lock:
+            if self._client is None:
+                self._client = open_llm(self.cfg, self.cache_dir, self.log_path)
+            return self._client
+
+    def close(self) -> dict[str, Any]:
+        """Stop the client (and the embedded server it started); returns its usage counters."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is None:
+            return {"calls": 0, "cache_hits": 0, "server_started": False}
+        stats = llm_stats(client)
+        client.close()
+        return stats
+
+    def __getstate__(self) -> dict[str, Any]:  # another process opens its own client
+        return {"cfg": self.cfg, "cache_dir": self.cache_dir, "log_path": self.log_path}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["cfg"], state["cache_dir"], state["log_path"])

@@ -54,32 +54,6 @@ _DIMENSION_ALIASES = {
     **{d.lower(): d for d in DIMENSIONS},
 }
 
-# The paper's Appendix C.2 / AudioBench's binary judge template (indentation removed). Placeholders:
-# {reference}, {prediction}, {question}. Instruction following is scored by rules, not by the judge.
-JUDGE_PROMPT = """\
-[Reference Answer]
-{reference}
-
-[Model Answer]
-{prediction}
-
-[Question]
-{question}
-
-[Task]
-Rate the model's answer based on its alignment with the reference answer, focusing on the following two aspects:
-1. **Correctness**: Assess if the model's answer demonstrates the correct understanding and response based on the [Reference Answer].
-    Score 0: If the question is regarding to transcriptions, the model's answer is not the same as [Reference Answer]. If the question is not regarding to transcriptions, the model's answer does not accurately reflect the meaning or idea of [Reference Answer].
-    Score 1: If the question is regarding to transcriptions, the model's answer is exactly the same as [Reference Answer]. If the question is not regarding to transcriptions, the model's answer accurately reflects the meaning or idea of [Reference Answer].
-
-Please provide two separate ratings:
-1. **Correctness Rating**: (0 or 1)
-
-Your final output should be exactly in this format, you can only modify contents inside brackets.
-Correctness Rating: (int)
-Explanation: (Provide a concise explanation for each rating. For **Correctness**, explain if the model's answer is correct and aligns with the reference. For **Instruction-Following**, explain how well the model adhered to the task instructions and any discrepancies.)
-"""  # noqa: E501
-
 _RATING = re.compile(r"correctness\s+rating\**\s*:\s*\**\s*\(?\s*([01])\b", re.IGNORECASE)
 
 

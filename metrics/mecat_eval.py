@@ -129,7 +129,7 @@ def wheel_reference_root(split: str = "test") -> Path:
     return root
 
 
-def write_details(groups: Sequence["GroupScores"], path: Path | str) -> Path:
+def write_details(groups: Sequence[GroupScores], path: Path | str) -> Path:
     """Per-sample details as JSONL: {group, key, prediction, <metric>: value, …} (written atomically)."""
     import os
 

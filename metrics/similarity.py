@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.base import load_once
+from earmark.once import load_once
 
 DEFAULT_SBERT = "all-MiniLM-L6-v2"
 PAPER_SBERT = "sentence-transformers/paraphrase-TinyBERT-L6-v2"
@@ -74,6 +74,12 @@ def load_sbert(path: str | Path | None = None):
 def embed(model, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     return np.asarray(model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
                                    convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+
+
+def sentence_embedder(spec: str | Path | None = None):
+    """texts → L2-normalised rows, with the model `spec` names (loaded on this call, once per process)."""
+    model = load_sbert(spec)
+    return lambda texts: embed(model, texts)
 
 
 def mean_reference_cosine(candidates: Sequence[str], references: Sequence[Sequence[str]], model=None) -> np.ndarray:

@@ -27,6 +27,8 @@ QACategory = Literal[
 QA_CATEGORIES: tuple[str, ...] = QACategory.__args__  # type: ignore[attr-defined]
 Difficulty = Literal["basic", "intermediate", "advanced", "complex"]
 EntailmentLabel = Literal["entailment", "neutral", "contradiction"]
+ItemTable = Literal["captions", "qa", "entailment", "instructions"]
+ITEM_TABLES: tuple[str, ...] = ItemTable.__args__  # type: ignore[attr-defined]  # the generated item tables
 IFEvalDimension = Literal["Content", "Capitalization", "Symbol", "List Structure", "Length", "Format"]
 
 
@@ -135,7 +137,7 @@ class DomainDecision(ExpertRecord):
     music_prob: float
     sound_prob: float
     silent: bool
-    features: list["NamedValue"]
+    features: list[NamedValue]
 
 
 class NamedValue(Record):
@@ -272,15 +274,6 @@ class AudioDescription(ExpertRecord):
 
 
 # ------------------------------------------------------------------------------------------ synthesis
-class Evidence(Record):
-    """The compact expert evidence one clip's prompts are rendered from."""
-
-    clip_id: str
-    domain: DomainCode
-    evidence_json: str
-    evidence_sha: str
-
-
 class LLMLineage(Record):
     clip_id: str
     domain: DomainCode
@@ -370,6 +363,16 @@ class ReviewDecision(Record):
     reviewer: str
     decided_at: str  # ISO 8601, UTC
     source: Literal["ui", "file"]
+
+
+class ExportFile(Record):
+    """Table `exports`: one file publish wrote for a version (MECAT JSONL, Audio-Entailment CSV, card, …)."""
+
+    version: str
+    path: str  # relative to the dataset directory
+    format: str
+    rows: int
+    sha256: str
 
 
 # -------------------------------------------------------------------------------------------- evaluate

@@ -9,32 +9,50 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 import soxr
 
+from earmark.config import IngestSection
 from earmark.experts.base import SAMPLE_RATE, ClipAudio
 from earmark.schemas.records import Clip, QuarantineRow
+from earmark.stages.base import StageSpec
 
 AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au", ".m4a", ".aac", ".wma", ".webm", ".mka"}
 STAGE_VERSION = "1"
 
 
-@dataclass(frozen=True)
-class IngestConfig:
-    sample_rate: int = SAMPLE_RATE
-    max_clip_s: float = 10.0
-    min_clip_s: float = 1.0  # shorter files/tails carry too little for captions
-    max_file_s: float = 4 * 3600.0  # refuse to decode more than this into memory
+def spec(cfg: IngestSection) -> StageSpec:
+    """Every ingest setting changes what is cut (files_per_shard only groups files, so it is left out)."""
+    config = {"sr": SAMPLE_RATE, "max": cfg.max_clip_s, "min": cfg.min_clip_s, "maxfile": cfg.max_file_s}
+    return StageSpec("ingest", STAGE_VERSION, writes=("clips", "quarantine"), config=config)
 
-    def key_config(self) -> dict[str, float]:
-        return {"sr": self.sample_rate, "max": self.max_clip_s, "min": self.min_clip_s, "maxfile": self.max_file_s}
+
+def display_path(path: Path, root: Path | None) -> str:
+    return str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+
+
+def source_identity(path: Path, root: Path | None) -> str:
+    """What an ingest shard's key depends on per file: its displayed path and content."""
+    return f"{display_path(path, root)}:{file_sha256(path)}"
+
+
+def input_root(paths: Sequence[Path]) -> Path | None:
+    """The directory that displayed source paths are relative to: the inputs' common directory."""
+    dirs = [p.resolve() if p.is_dir() else p.resolve().parent for p in paths]
+    return Path(os.path.commonpath(dirs)) if dirs else None
+
+
+def run(files: Sequence[Path], root: Path | None, cfg: IngestSection, inputs: object = None) -> dict[str, list]:
+    """The stage function: a group of files → {clips, quarantine} (it reads no shards)."""
+    clips, quarantine = ingest_files(files, cfg, root)
+    return {"clips": clips, "quarantine": quarantine}
 
 
 class UnusableInput(Exception):
@@ -91,8 +109,8 @@ def _decode_ffmpeg(path: Path, sample_rate: int) -> np.ndarray:
     return np.frombuffer(proc.stdout, dtype=np.float32).copy()
 
 
-def load_audio(path: Path, cfg: IngestConfig = IngestConfig()) -> np.ndarray:
-    """Decode to float32 mono at cfg.sample_rate, or raise UnusableInput with reason and fix."""
+def load_audio(path: Path, cfg: IngestSection = IngestSection()) -> np.ndarray:
+    """Decode to float32 mono at 16 kHz, or raise UnusableInput with reason and fix."""
     if not path.exists():
         raise UnusableInput("file does not exist (broken link?)", "fix or remove the link")
     if path.stat().st_size == 0:
@@ -114,10 +132,10 @@ def load_audio(path: Path, cfg: IngestConfig = IngestConfig()) -> np.ndarray:
         except (sf.LibsndfileError, RuntimeError, OSError) as exc:
             raise UnusableInput(f"decoding failed: {exc}", "the file is truncated or corrupt; re-export it") from exc
         audio = data.mean(axis=1)
-        if sr != cfg.sample_rate:
-            audio = soxr.resample(audio, sr, cfg.sample_rate, quality="HQ").astype(np.float32)
+        if sr != SAMPLE_RATE:
+            audio = soxr.resample(audio, sr, SAMPLE_RATE, quality="HQ").astype(np.float32)
     else:
-        audio = _decode_ffmpeg(path, cfg.sample_rate)
+        audio = _decode_ffmpeg(path, SAMPLE_RATE)
     if audio.size == 0:
         raise UnusableInput("file decodes to zero samples", "re-export the file; it holds no audio")
     if not np.all(np.isfinite(audio)):
@@ -142,21 +160,21 @@ def decode_clip(clip: Clip) -> ClipAudio:
     return ClipAudio(clip_id=clip.clip_id, samples=data, sample_rate=sr)
 
 
-def split_clips(audio: np.ndarray, cfg: IngestConfig) -> tuple[list[tuple[float, np.ndarray]], float]:
+def split_clips(audio: np.ndarray, cfg: IngestSection) -> tuple[list[tuple[float, np.ndarray]], float]:
     """(offset_s, samples) pieces of at most max_clip_s; returns also the seconds of a dropped short tail."""
-    step = int(cfg.max_clip_s * cfg.sample_rate)
-    min_len = int(cfg.min_clip_s * cfg.sample_rate)
+    step = int(cfg.max_clip_s * SAMPLE_RATE)
+    min_len = int(cfg.min_clip_s * SAMPLE_RATE)
     pieces, dropped = [], 0.0
     for start in range(0, len(audio), step):
         piece = audio[start : start + step]
         if len(piece) < min_len:
-            dropped = len(piece) / cfg.sample_rate
+            dropped = len(piece) / SAMPLE_RATE
             continue
-        pieces.append((start / cfg.sample_rate, piece))
+        pieces.append((start / SAMPLE_RATE, piece))
     return pieces, dropped
 
 
-def ingest_file(path: Path, cfg: IngestConfig, display_path: str | None = None) -> tuple[list[Clip], list[QuarantineRow]]:
+def ingest_file(path: Path, cfg: IngestSection, display_path: str | None = None) -> tuple[list[Clip], list[QuarantineRow]]:
     """One source file → its clips, or quarantine rows explaining why (part of) it is unusable."""
     shown = display_path or str(path)
     sha = file_sha256(path) if path.exists() else None
@@ -174,7 +192,7 @@ def ingest_file(path: Path, cfg: IngestConfig, display_path: str | None = None) 
     if not pieces:
         quarantine.append(QuarantineRow(
             source_path=shown, source_sha256=sha, stage="ingest",
-            reason=f"audio is {len(audio) / cfg.sample_rate:.2f} s long, shorter than min_clip_s={cfg.min_clip_s}",
+            reason=f"audio is {len(audio) / SAMPLE_RATE:.2f} s long, shorter than min_clip_s={cfg.min_clip_s}",
             fix="use a longer recording or lower ingest.min_clip_s",
         ))
     elif dropped:
@@ -190,19 +208,19 @@ def ingest_file(path: Path, cfg: IngestConfig, display_path: str | None = None) 
         clip_id = hashlib.sha256(pcm16.tobytes()).hexdigest()[:20]
         clips.append(Clip(
             clip_id=clip_id, source_path=shown, source_sha256=sha or "", source_format=fmt, clip_index=index,
-            offset_s=round(offset, 3), duration_s=round(len(pcm16) / cfg.sample_rate, 3),
-            sample_rate=cfg.sample_rate, audio_flac=encode_flac(pcm16, cfg.sample_rate),
+            offset_s=round(offset, 3), duration_s=round(len(pcm16) / SAMPLE_RATE, 3),
+            sample_rate=SAMPLE_RATE, audio_flac=encode_flac(pcm16, SAMPLE_RATE),
         ))
     return clips, quarantine
 
 
-def ingest_files(paths: Sequence[Path], cfg: IngestConfig, root: Path | None = None) -> tuple[list[Clip], list[QuarantineRow]]:
+def ingest_files(paths: Sequence[Path], cfg: IngestSection, root: Path | None = None) -> tuple[list[Clip], list[QuarantineRow]]:
     """Ingest a shard's files; a clip whose audio already appeared earlier in the shard is kept once."""
     clips: list[Clip] = []
     quarantine: list[QuarantineRow] = []
     seen: dict[str, str] = {}
     for path in paths:
-        shown = str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+        shown = display_path(path, root)
         got, bad = ingest_file(path, cfg, shown)
         quarantine += bad
         for clip in got:

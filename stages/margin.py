@@ -25,34 +25,25 @@ import io
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
+from earmark.config import FilterSection
+from earmark.prompts import Phrases
+from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption, QCResult
+from earmark.stages.render import render
 
 PAPER_THRESHOLD = 6.0  # MECAT: "exceeds … by an empirically set threshold of 6" (cosine × 100)
 EVIDENCE_THRESHOLD = 5.0  # offline stand-in, set on the planted set (docs/benchmarks.md, benchmarks/qc_planted.py)
 CLAP_SR = 48_000
 
 
-@dataclass(frozen=True)
-class MarginSettings:
-    backend: str = "evidence"  # "evidence" | "clap" | "off"
-    kinds: tuple[str, ...] = ("long",)
-    negatives: int = 6
-    threshold: float | None = None  # None → the backend's default
-
-    @property
-    def effective_threshold(self) -> float:
-        if self.threshold is not None:
-            return self.threshold
-        return PAPER_THRESHOLD if self.backend == "clap" else EVIDENCE_THRESHOLD
-
-    def key_config(self) -> dict[str, Any]:
-        return {"backend": self.backend, "kinds": list(self.kinds), "neg": self.negatives,
-                "thr": self.effective_threshold}
+def threshold(cfg: FilterSection) -> float:
+    """The configured margin threshold, or the backend's default."""
+    if cfg.margin_threshold is not None:
+        return cfg.margin_threshold
+    return PAPER_THRESHOLD if cfg.margin_backend == "clap" else EVIDENCE_THRESHOLD
 
 
 class MarginBackend:
@@ -72,12 +63,12 @@ class EvidenceSbertBackend(MarginBackend):
 
     check = "margin:evidence-sbert"
 
-    def __init__(self, evidence: Mapping[str, dict], embed: Callable[[Sequence[str]], np.ndarray]) -> None:
-        self.evidence = evidence
-        self.embed = embed
+    def __init__(self, evidence: Mapping[str, ClipEvidence], embed: Callable[[Sequence[str]], np.ndarray],
+                 phrases: Phrases) -> None:
+        self.evidence, self.embed, self.phrases = evidence, embed, phrases
 
     def anchors(self, keys: Sequence[tuple[str, str]]) -> np.ndarray:
-        return self.embed([evidence_text(self.evidence[clip], kind) for clip, kind in keys])
+        return self.embed([evidence_text(self.evidence[clip], kind, self.phrases) for clip, kind in keys])
 
     def texts(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)
@@ -86,17 +77,15 @@ class EvidenceSbertBackend(MarginBackend):
 _NOT_THERE = re.compile(r": (absent|unknown)$|^- no |could not be made out|possibly present")
 
 
-def evidence_text(ev: dict, kind: str) -> str:
+def evidence_text(ev: ClipEvidence, kind: str, phrases: Phrases) -> str:
     """The evidence a caption of `kind` should agree with, as plain sentences: the per-kind rendering of
     what *is* there (lines stating absence would pull captions of the absent content closer)."""
-    from earmark.stages.evidence import render
-
     if kind in ("short", "long"):
         present = [k for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events"))
-                   if ev["content"][c]["present"]]
-        parts = [render(ev, k) for k in present]
+                   if ev.present(c)]
+        parts = [render(ev, k, phrases) for k in present]
     else:
-        parts = [render(ev, kind)]
+        parts = [render(ev, kind, phrases)]
     lines = list(dict.fromkeys(ln for p in parts for ln in p.splitlines() if ln.strip() and not _NOT_THERE.search(ln)))
     text = " ".join(ln.lstrip("- ").rstrip(".") + "." for ln in lines)
     return re.sub(r"</?transcript>", '"', text).replace("transcript:", "someone says") or "silence."
@@ -172,16 +161,17 @@ def _rng(item_id: str) -> np.random.Generator:
     return np.random.default_rng(int.from_bytes(hashlib.sha256(item_id.encode()).digest()[:8], "little"))
 
 
-def margin_checks(captions: Sequence[Caption], backend: MarginBackend, s: MarginSettings) -> list[QCResult]:
-    """One verdict per caption of `s.kinds`; rule-written absence captions are not compared."""
+def margin_checks(captions: Sequence[Caption], backend: MarginBackend, cfg: FilterSection) -> list[QCResult]:
+    """One verdict per caption of `cfg.margin_kinds`; rule-written absence captions are not compared."""
+    kinds = set(cfg.margin_kinds)
     pools: dict[str, list[int]] = defaultdict(list)  # kind → indices of LLM captions
     for i, c in enumerate(captions):
-        if c.kind in s.kinds and c.model != "rule":
+        if c.kind in kinds and c.model != "rule":
             pools[c.kind].append(i)
     todo = [i for idxs in pools.values() for i in idxs]
     out: list[QCResult] = []
     for c in captions:
-        if c.kind in s.kinds and c.model == "rule":
+        if c.kind in kinds and c.model == "rule":
             out.append(QCResult(item_table="captions", item_id=c.item_id, clip_id=c.clip_id, check=backend.check,
                                 keep=True, reason="rule-written absence caption, not compared", score=None))
     if not todo:
@@ -189,7 +179,7 @@ def margin_checks(captions: Sequence[Caption], backend: MarginBackend, s: Margin
     keys = sorted({(captions[i].clip_id, captions[i].kind) for i in todo})
     anchor = dict(zip(keys, backend.anchors(keys)))
     text = dict(zip(todo, backend.texts([captions[i].text for i in todo])))
-    thr = s.effective_threshold
+    thr = threshold(cfg)
     for i in todo:
         c = captions[i]
         others = [j for j in pools[c.kind] if captions[j].clip_id != c.clip_id]
@@ -197,7 +187,7 @@ def margin_checks(captions: Sequence[Caption], backend: MarginBackend, s: Margin
             out.append(QCResult(item_table="captions", item_id=c.item_id, clip_id=c.clip_id, check=backend.check,
                                 keep=True, reason="no other clip's caption in the shard to compare with", score=None))
             continue
-        neg = _rng(c.item_id).choice(others, size=min(s.negatives, len(others)), replace=False)
+        neg = _rng(c.item_id).choice(others, size=min(cfg.margin_negatives, len(others)), replace=False)
         a = anchor[(c.clip_id, c.kind)]
         m = 100.0 * (float(a @ text[i]) - float(np.mean([a @ text[j] for j in neg])))
         keep = m >= thr

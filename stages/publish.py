@@ -1,10 +1,11 @@
-"""publish: exports of a dataset version (MECAT JSONL references) and its dataset card.
+"""publish stages: the review overlay of a version, and a version's exports and dataset card.
 
 Only items that every QC check kept are exported. Human review decisions reach a version through the
-overlay shard `flows.publish.apply_reviews` adds (see earmark/review.py): `human_review` QC rows and the
-rewritten `<item_id>~rev` rows, so the same "kept" rule gives the reviewed set. The MECAT files follow the layout of the official
-`mecat` package's references (`caption/<domain>.jsonl`, `qa/<domain>.jsonl`), so `mecat-evaluate` can
-read them as a `reference_dir`.
+overlay shard (stage `review-apply`, earmark.stages.review): `human_review` QC rows and the rewritten
+`<item_id>~rev` rows, so the same "kept" rule gives the reviewed set. The MECAT files follow the layout of
+the official `mecat` package's references (`caption/<domain>.jsonl`, `qa/<domain>.jsonl`), so
+`mecat-evaluate` can read them as a `reference_dir`. The exports of a version are one shard of stage
+`publish` (table `exports`: one row per file, with its sha256), so a version's files are registered once.
 """
 
 from __future__ import annotations
@@ -13,8 +14,14 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from earmark.schemas import ITEM_TABLES, ExportFile
 from earmark.schemas.records import CAPTION_KINDS
+from earmark.stages.base import Inputs, StageSpec
+from earmark.stages.review import REVIEW_VERSION, review_overlay
 from earmark.storage import Catalog
+from earmark.storage.shards import file_sha256
+
+PUBLISH_VERSION = "1"
 
 _KEPT = "(SELECT item_id FROM {v}.qc GROUP BY item_id HAVING bool_and(keep))"
 
@@ -88,12 +95,48 @@ def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
 
 def base_shards(cat: Catalog, shards: dict[str, list[str]]) -> dict[str, list[str]]:
     """`shards` without review overlay shards (they are recomputed from all stored decisions)."""
-    overlay = {k for (k,) in cat.query("SELECT DISTINCT key FROM shards WHERE stage = 'review-apply'")}
+    overlay = set(cat.keys_where(stage="review-apply"))
     return {t: [k for k in keys if k not in overlay] for t, keys in shards.items() if t != "reviews"}
 
 
 def review_keys(cat: Catalog) -> list[str]:
-    return [k for (k,) in cat.query("SELECT DISTINCT key FROM shards WHERE table_name = 'reviews' ORDER BY key")]
+    return cat.keys_where(table="reviews")
+
+
+# ---------------------------------------------------------------------------------------- the stages
+REVIEW_APPLY = StageSpec("review-apply", REVIEW_VERSION, writes=("qc", *ITEM_TABLES), reads=("reviews", *ITEM_TABLES))
+
+
+def review_apply(inputs: Inputs) -> dict[str, list]:
+    """The review overlay stage: every stored decision applied to the version's items."""
+    overlay = review_overlay(inputs("reviews"), {t: inputs(t) for t in ITEM_TABLES})
+    return {"qc": overlay.qc, **overlay.items}
+
+
+def publish_spec(tables: list[str]) -> StageSpec:
+    return StageSpec("publish", PUBLISH_VERSION, writes=("exports",), reads=tuple(sorted(tables)))
+
+
+def publish(cat: Catalog, version: str, inputs: Inputs) -> dict[str, list[ExportFile]]:
+    """The publish stage: write the version's exports and card under exports/<version>/; list them."""
+    out_dir = cat.root / "exports" / version
+    counts = {**export_mecat(cat, version, out_dir), **export_items(cat, version, out_dir)}
+    (out_dir / "README.md").write_text(dataset_card(cat, version, counts))
+    files = sorted(p for p in out_dir.rglob("*") if p.is_file())
+    return {"exports": [ExportFile(version=version, path=str(p.relative_to(cat.root)), format=_format(p),
+                                   rows=_rows(p), sha256=file_sha256(p)) for p in files]}
+
+
+def _format(path: Path) -> str:
+    parts = path.parent.name
+    return {"caption": "mecat-caption", "qa": "mecat-qa", "entailment": "audio-entailment-csv",
+            "ifeval": "audiobench-ifeval"}.get(parts, "card" if path.name == "README.md" else path.suffix.lstrip("."))
+
+
+def _rows(path: Path) -> int:
+    n = path.read_text().count("\n")
+    return n - 1 if path.suffix == ".csv" else n
+
 
 
 def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from earmark.config import FilterSection
 from earmark.metrics.ifeval import check_rule
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, Rejection
 
@@ -25,7 +26,8 @@ Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
 
-# The text fields of each item table that a generator wrote (what hallucination and review look at).
+# The text fields of each item table that a generator wrote (what hallucination and review look at); its
+# keys are the item tables.
 ITEM_TEXT: dict[str, tuple[str, ...]] = {
     "captions": ("text",), "qa": ("question", "answer"), "entailment": ("hypothesis",),
     "instructions": ("instruction", "answer"),
@@ -45,19 +47,6 @@ _CLAIMED_ABSENT = {
 }
 _CONTENT_INDEX = {"speech": 0, "music": 1, "sound": 2}
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{1,200})[\"“”']")
-
-
-@dataclass(frozen=True)
-class FilterSettings:
-    min_confidence: float = 0.5
-    max_short_words: int = 30
-    min_long_words: int = 8
-    max_hallucination: float = 0.5
-    duplicate_similarity: float = 0.92
-
-    def key_config(self) -> dict[str, float]:
-        return {"conf": self.min_confidence, "short": self.max_short_words, "long": self.min_long_words,
-                "halluc": self.max_hallucination, "dup": self.duplicate_similarity}
 
 
 @dataclass(frozen=True)
@@ -89,12 +78,12 @@ def normalise(text: str) -> str:
 
 
 # ------------------------------------------------------------------------------------- per-item rules
-def check_confidence(item: Item, s: FilterSettings) -> Verdict:
+def check_confidence(item: Item, s: FilterSection) -> Verdict:
     ok = item.confidence >= s.min_confidence
     return ok, None if ok else f"confidence {item.confidence:.2f} < {s.min_confidence}", item.confidence
 
 
-def check_length(item: Caption, s: FilterSettings) -> Verdict:
+def check_length(item: Caption, s: FilterSection) -> Verdict:
     n = len(item.text.split())
     if item.kind == "short" and n > s.max_short_words:
         return False, f"short caption has {n} words > {s.max_short_words}", float(n)
@@ -103,7 +92,7 @@ def check_length(item: Caption, s: FilterSettings) -> Verdict:
     return True, None, float(n)
 
 
-def check_domain_consistency(item: Caption, s: FilterSettings) -> Verdict:
+def check_domain_consistency(item: Caption, s: FilterSection) -> Verdict:
     """A content caption says its content is absent exactly when the domain decision says so; a short or
     long caption never claims absent what the domain decision found."""
     if item.kind in ("short", "long"):
@@ -122,12 +111,12 @@ def check_domain_consistency(item: Caption, s: FilterSettings) -> Verdict:
     return True, None, 1.0
 
 
-def check_answer_not_question(item: QAPair, s: FilterSettings) -> Verdict:
+def check_answer_not_question(item: QAPair, s: FilterSection) -> Verdict:
     same = item.answer.strip().lower().rstrip("?.") == item.question.strip().lower().rstrip("?.")
     return (not same), ("answer repeats the question" if same else None), None
 
 
-def check_ifeval_answer(item: InstructionTriple, s: FilterSettings) -> Verdict:
+def check_ifeval_answer(item: InstructionTriple, s: FilterSection) -> Verdict:
     """The expected answer of an IFEval triple must satisfy its own rule (AudioBench's checker)."""
     try:
         ok = check_rule(item.answer, item.rule, item.rule_content)
@@ -153,7 +142,7 @@ def transcript_overlap(text: str, transcript: str) -> str | None:
     return None
 
 
-def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: FilterSettings) -> Verdict:
+def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: FilterSection) -> Verdict:
     """Reject items whose content comes from a transcript the asr_check expert flags as a Whisper
     hallucination (known subtitle phrases, loops, words without VAD speech)."""
     if ctx is None or not ctx.transcript:
@@ -170,19 +159,19 @@ def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: Filt
     return True, None, score
 
 
-CAPTION_CHECKS: dict[str, Callable[[Caption, FilterSettings], Verdict]] = {
+CAPTION_CHECKS: dict[str, Callable[[Caption, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "length": check_length,
     "domain_consistency": check_domain_consistency,
 }
-QA_CHECKS: dict[str, Callable[[QAPair, FilterSettings], Verdict]] = {
+QA_CHECKS: dict[str, Callable[[QAPair, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "answer_not_question": check_answer_not_question,
 }
-ENTAILMENT_CHECKS: dict[str, Callable[[EntailmentHypothesis, FilterSettings], Verdict]] = {
+ENTAILMENT_CHECKS: dict[str, Callable[[EntailmentHypothesis, FilterSection], Verdict]] = {
     "confidence": check_confidence,
 }
-INSTRUCTION_CHECKS: dict[str, Callable[[InstructionTriple, FilterSettings], Verdict]] = {
+INSTRUCTION_CHECKS: dict[str, Callable[[InstructionTriple, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "ifeval_answer": check_ifeval_answer,
 }
@@ -191,7 +180,7 @@ CHECKS = {"captions": CAPTION_CHECKS, "qa": QA_CHECKS, "entailment": ENTAILMENT_
 
 
 # --------------------------------------------------------------------------------- entailment groups
-def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequence[Caption], s: FilterSettings,
+def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequence[Caption], s: FilterSection,
                          embed: Embedder | None) -> list[Verdict]:
     """Per hypothesis: is it a duplicate of another hypothesis of its clip, of its premise, or of one of
     the clip's captions? Equal after normalisation, or cosine ≥ `duplicate_similarity` with `embed`.
@@ -243,7 +232,7 @@ def _row(table: str, item: Item, check: str, v: Verdict) -> QCResult:
                     reason=reason, score=None if score is None else float(score))
 
 
-def run_item_checks(items: ItemSet, s: FilterSettings, embed: Embedder | None = None) -> list[QCResult]:
+def run_item_checks(items: ItemSet, s: FilterSection, embed: Embedder | None = None) -> list[QCResult]:
     """Every rule check's verdict on every item of the set."""
     out: list[QCResult] = []
     for table, rows in items.tables().items():
@@ -266,7 +255,7 @@ def rejection_rows(rejections: Iterable[Rejection]) -> list[QCResult]:
 
 
 def run_checks(captions: Sequence[Caption], qa: Sequence[QAPair], rejections: Sequence[Rejection],
-               s: FilterSettings, *, entailment: Sequence[EntailmentHypothesis] = (),
+               s: FilterSection, *, entailment: Sequence[EntailmentHypothesis] = (),
                instructions: Sequence[InstructionTriple] = (), context: Mapping[str, ClipContext] | None = None,
                embed: Embedder | None = None) -> list[QCResult]:
     """All rule verdicts for a shard, plus the synthesis rejections."""

@@ -21,16 +21,19 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from earmark.stages.qc import check_ifeval_answer, FilterSettings
+from earmark.config import FilterSection
+from earmark.schemas import ITEM_TABLES, TABLES, from_table
 from earmark.schemas.records import QCResult, Record, ReviewDecision
+from earmark.stages.base import StageSpec
+from earmark.stages.qc import check_ifeval_answer
+from earmark.storage import Catalog
 
 REVIEW_VERSION = "1"
 CHECK = "human_review"
 REWRITE_SUFFIX = "~rev"
-ITEM_TABLES = ("captions", "qa", "entailment", "instructions")
 # The field a rewrite replaces, and the fields shown to the reviewer as context.
 REVIEW_FIELD = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}
 CONTEXT = {"captions": ("kind", "domain"), "qa": ("category", "question"), "entailment": ("label", "premise"),
@@ -53,7 +56,7 @@ class ReviewItem:
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def latest_decisions(decisions: Iterable[ReviewDecision]) -> dict[tuple[str, str], ReviewDecision]:
@@ -168,6 +171,15 @@ def decisions_sha(decisions: Sequence[ReviewDecision]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
+# One `reviews` shard per review round, keyed by its content (storing the same round twice is a no-op).
+REVIEWS = StageSpec("review", REVIEW_VERSION, writes=("reviews",))
+
+
+def store(decisions: Sequence[ReviewDecision], inputs: object = None) -> dict[str, list[ReviewDecision]]:
+    """The review stage function: a round's decisions, as they are."""
+    return {"reviews": list(decisions)}
+
+
 # ------------------------------------------------------------------------------------------ applying
 @dataclass
 class Overlay:
@@ -206,7 +218,7 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
         new[table].append(row)
         qc.append(_qc(table, rid, d.clip_id, True, f"written by {who} in place of {iid}"))
         if table == "instructions":  # a person's answer must still satisfy the rule it is scored with
-            keep, reason, score = check_ifeval_answer(row, FilterSettings())  # type: ignore[arg-type]
+            keep, reason, score = check_ifeval_answer(row, FilterSection())  # type: ignore[arg-type]
             qc.append(QCResult(item_table=table, item_id=rid, clip_id=d.clip_id, check="ifeval_answer",
                                keep=keep, reason=reason, score=score))
     return Overlay(qc, new, counts)
@@ -215,3 +227,25 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
 def _qc(table: str, iid: str, clip: str, keep: bool, reason: str) -> QCResult:
     return QCResult(item_table=table, item_id=iid, clip_id=clip, check=CHECK, keep=keep, reason=reason,
                     score=1.0 if keep else 0.0)
+
+
+# ------------------------------------------------------------------------------------------- reading
+def version_items(cat: Catalog, shards: Mapping[str, Sequence[str]]) -> tuple[dict[str, list], list[QCResult]]:
+    """A version's items by table and its QC rows, without the review overlay (decisions apply to these)."""
+    overlay = set(cat.keys_where(stage="review-apply"))
+    keys = {t: [k for k in ks if k not in overlay] for t, ks in shards.items()}
+    items = {t: from_table(TABLES[t], cat.read(t, keys.get(t, []))) for t in ITEM_TABLES}
+    return items, from_table(QCResult, cat.read("qc", keys.get("qc", [])))
+
+
+def stored_decisions(cat: Catalog) -> list[ReviewDecision]:
+    return from_table(ReviewDecision, cat.read("reviews", cat.keys_where(table="reviews")))
+
+
+def export_sheet(cat: Catalog, version: str, out: Path, *, tables: Sequence[str], scope: str, max_items: int,
+                 include_decided: bool) -> tuple[list[ReviewItem], Path]:
+    """Write the review sheet of `version` (items in scope, lowest LLM confidence first)."""
+    items, qc = version_items(cat, cat.version_shards(version))
+    todo = review_items(items, qc, stored_decisions(cat), tables=tables, scope=scope, max_items=max_items,
+                        include_decided=include_decided)
+    return todo, write_sheet(todo, out)

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ class ShardMeta:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class Catalog:
@@ -155,6 +155,21 @@ class Catalog:
         if not parts:
             return arrow_schema(TABLES[table]).empty_table()
         return pa.concat_tables(parts, promote_options="default")
+
+    # --------------------------------------------------------------------------------------- lineage
+    def shard_inputs(self, table: str, keys: Sequence[str]) -> dict[str, list[str]]:
+        """shard key → the input identities it was computed from (its catalog lineage)."""
+        if not keys:
+            return {}
+        rows = self.query("SELECT key, inputs FROM shards WHERE table_name = ? AND list_contains(?, key)",
+                          [table, list(keys)])
+        return {k: list(inputs) for k, inputs in rows}
+
+    def keys_where(self, *, stage: str | None = None, table: str | None = None) -> list[str]:
+        """Every registered shard key of a stage and/or table, sorted."""
+        rows = self.query("SELECT DISTINCT key FROM shards WHERE (? IS NULL OR stage = ?) "
+                          "AND (? IS NULL OR table_name = ?) ORDER BY key", [stage, stage, table, table])
+        return [k for (k,) in rows]
 
     # ------------------------------------------------------------------------------------------ runs
     def start_run(self, flow: str, config: Mapping[str, Any]) -> str:

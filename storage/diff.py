@@ -45,7 +45,7 @@ def version_diff(cat: Catalog, old: str, new: str) -> list[TableDiff]:
         if ident is None or not ({(old, table), (new, table)} & views):
             continue
 
-        def rows(version: str) -> str:  # a version older than the table has no view: no rows
+        def rows(version: str, table: str = table, ident: str = ident) -> str:  # no view (older version): no rows
             if (version, table) in views:
                 return f"SELECT {ident} AS id, md5(CAST(t AS VARCHAR)) AS h FROM {version}.{table} t"
             return "SELECT NULL::VARCHAR AS id, NULL::VARCHAR AS h WHERE false"

@@ -98,7 +98,7 @@ def test_rerun_makes_no_llm_call_and_recomputes_no_shard(built):
 def test_mecat_export_and_evaluation(built, tmp_path):
     cfg, first, _, _ = built
     exports = Path(first["exports"])
-    lines = [json.loads(l) for f in (exports / "caption").glob("*.jsonl") for l in f.read_text().splitlines()]
+    lines = [json.loads(line) for f in (exports / "caption").glob("*.jsonl") for line in f.read_text().splitlines()]
     assert lines and all(len(v) == 1 for v in lines)
     entry = next(iter(lines[0].values()))
     assert "domain" in entry and any(k in entry for k in ("short", "long", "environment"))

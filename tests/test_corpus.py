@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from earmark.config import IngestSection
 from earmark.corpus import CorpusItem, generate_corpus, load_manifest
-from earmark.stages.ingest import IngestConfig, ingest_file
 from earmark.schemas.records import DOMAIN_CODES
+from earmark.stages.ingest import ingest_file
 
 HOSTILE = {"empty.wav", "notes.mp3", "truncated.wav", "nan.wav", "tiny.wav"}
 
@@ -69,7 +70,7 @@ def test_hostile_inputs_are_written_and_ingest_quarantines_them(corpus: list[Cor
     assert np.isnan(sf.read(hostile["nan.wav"].path)[0]).any()
     assert sf.info(hostile["tiny.wav"].path).duration < 0.1
     for item in corpus:
-        clips, quarantined = ingest_file(item.path, IngestConfig())
+        clips, quarantined = ingest_file(item.path, IngestSection())
         if item.domain is None:
             assert not clips and quarantined and quarantined[0].reason, item.path.name
         else:

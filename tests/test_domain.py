@@ -7,13 +7,14 @@ import math
 import numpy as np
 import pytest
 
+from earmark.config import IngestSection
 from earmark.corpus import generate_corpus
-from earmark.stages.ingest import IngestConfig, decode_clip, ingest_file
 from earmark.experts.base import SAMPLE_RATE, ClipAudio
 from earmark.experts.domain import THRESHOLDS, HeuristicDomainExpert
 from earmark.experts.levels import LevelsExpert
 from earmark.experts.vad import SileroVADExpert
 from earmark.schemas.records import DomainDecision, domain_code, domain_flags
+from earmark.stages.ingest import decode_clip, ingest_file
 
 
 def _context(clips: list[ClipAudio]) -> dict:
@@ -26,7 +27,7 @@ def tagged(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str, Dom
     items = generate_corpus(tmp_path_factory.mktemp("corpus"), per_domain=1, seed=0, hostile=False)
     clips, truth = [], []
     for item in items:
-        rows, _ = ingest_file(item.path, IngestConfig())
+        rows, _ = ingest_file(item.path, IngestSection())
         clips += [decode_clip(r) for r in rows]
         truth += [(item.path.name, item.domain)] * len(rows)
     decisions = HeuristicDomainExpert().analyze(clips, _context(clips))

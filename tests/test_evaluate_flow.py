@@ -18,10 +18,10 @@ import pytest
 import soundfile as sf
 
 from earmark.config import load_config
-from earmark.stages.ingest import encode_flac
 from earmark.flows.evaluate import evaluate_flow
 from earmark.flows.publish import publish_flow
 from earmark.schemas import Caption, Clip, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, to_table
+from earmark.stages.ingest import encode_flac
 from earmark.storage import Catalog, ShardMeta
 
 SR = 16_000
@@ -189,6 +189,34 @@ def test_llm_classifier_and_judge_decide_and_are_counted(dataset, toy_model):
     assert ent["decided_by"].get("llm", 0) + ent["decided_by"].get("rule", 0) == 6
     assert ife["overall"]["n_judged"] == 3 and ife["overall"]["SCR"] is not None
     assert "judge smollm2-135m-instruct" in out["markdown"]
+
+
+def test_judge_prompt_files_key_their_scoring_shards(dataset, toy_model, tmp_path):
+    """Editing a judge prompt re-scores exactly the subtask that judge reads; the other shards are reused."""
+    import shutil
+
+    from earmark.prompts import PROMPT_DIR
+
+    preds = next((Path(dataset.data_root) / "ev" / "predictions" / "toy").iterdir())
+    prompts = tmp_path / "prompts"
+    shutil.copytree(PROMPT_DIR, prompts, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    cfg = dataset.model_copy(update={"synthesize": dataset.synthesize.model_copy(update={"prompt_dir": prompts})})
+
+    def keys() -> dict[str, str]:
+        out = evaluate_flow(cfg, predictions=preds, model_name="toy-judged", metric="similarity", judge="llm")
+        return dict(zip(("entailment", "ifeval"), out["eval_keys"][-2:]))
+
+    before = keys()
+    assert keys() == before  # nothing edited: the same scoring shards
+    for name, subtask in (("entailment_judge", "entailment"), ("ifeval_judge", "ifeval")):
+        path = prompts / f"{name}.toml"
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# edited\n")
+        try:
+            after = keys()
+        finally:
+            path.write_bytes(original)
+        assert {s for s in before if before[s] != after[s]} == {subtask}, name
 
 
 def test_bad_requests_name_the_fix(dataset, toy_model, tmp_path):

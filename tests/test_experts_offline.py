@@ -256,27 +256,35 @@ def test_embedded_profile_fills_every_offline_slot_in_order() -> None:
 
 # -------------------------------------------------------------------------------------------- evidence
 def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diarized) -> None:
-    from earmark.stages.evidence import build_evidence, render, to_record
+    from earmark.prompts import load_phrases
+    from earmark.schemas import ClipEvidence, arrow_schema, to_table
     from earmark.schemas.records import Clip, NISQAScores
+    from earmark.stages.evidence import build_evidence
+    from earmark.stages.render import render as _render
+
+    def render(ev, kind):
+        return _render(ev, kind, load_phrases("evidence"))
 
     clip = speech["two"]
-    records = {
+    records = {  # (a table with no row for a clip is absent from the mapping)
         "domain": _domain("two", "S00"), "vad": vad["two"], "diarization": diarized["two"],
         "speakers": PitchSpeakerAttributesExpert().analyze([clip], {"diarization": diarized})[0],
         "acoustics": RoomAcousticsExpert(with_plcmos=False).analyze([clip], {"vad": vad})[0],
         "tags": CoarseTagsExpert().analyze([clip], {"vad": vad, "domain": {"two": _domain("two", "S00")}})[0],
-        "music": None,  # a table with no row for this clip
         "nisqa": NISQAScores(clip_id="two", expert="nisqa", backend="nisqa:v2", expert_version="1", mos=3.5,
                              noisiness=4.0, discontinuity=4.2, coloration=3.9, loudness=4.1),
     }
     row = Clip(clip_id="two", source_path="x.wav", source_sha256="0", source_format="WAV", clip_index=0,
                offset_s=0.0, duration_s=clip.duration_s, sample_rate=SR, audio_flac=b"")
     ev = build_evidence(row, records)
-    assert ev["speakers"]["count"] == 2 and ev["speakers"]["speakers"][1]["gender"]["female"] > 0.9
-    assert ev["nisqa"] == {"backend": "nisqa:v2", "mos": 3.5, "noisiness": 4.0, "discontinuity": 4.2,
-                           "coloration": 3.9, "loudness": 4.1}  # unknown table: included generically
-    assert ev["acoustics"]["bandwidth_hz"] > 0 and "speech" in ev["sound_tags"]["clip"]
-    assert to_record(ev).evidence_json  # serialisable
+    assert ev.num("speakers.count") == 2 and ev.labels("speaker.gender", ev.subjects("speaker.speech_s")[1])["female"] > 0.9
+    nisqa = {f.type: f.number for f in ev.facts if f.source == "nisqa"}  # unknown table: included generically
+    assert nisqa == {"nisqa.mos": 3.5, "nisqa.noisiness": 4.0, "nisqa.discontinuity": 4.2, "nisqa.coloration": 3.9,
+                     "nisqa.loudness": 4.1}
+    assert all(f.backend for f in ev.facts) and {f.source for f in ev.facts} >= {"domain", "vad", "speakers", "nisqa"}
+    assert ev.num("acoustics.bandwidth_hz") > 0 and "speech" in ev.labels("sound_tags.clip")
+    table = to_table(ClipEvidence, [ev])  # a typed column, not a JSON string
+    assert table.schema == arrow_schema(ClipEvidence) and table.to_pylist()[0]["facts"][0]["type"] == "content.speech"
     speech_view, env_view = render(ev, "speech"), render(ev, "environment")
     assert "two different speakers" in speech_view and "male voice" in speech_view and "female voice" in speech_view
     assert "room:" in env_view and "frequency range:" in env_view

@@ -25,7 +25,15 @@ from earmark.experts.paper import random_weights as rw
 from earmark.experts.paper.audioset import MUSIC_LABELS, SPEECH_LABELS, category
 from earmark.experts.paper.diarize import PyannoteDiarizationExpert, annotation_tracks, turns_to_record
 from earmark.experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
-from earmark.schemas.records import Diarization, DomainDecision, LabelProb, SoundEvents, SpeakerTurn, SpeechActivity, WindowTags
+from earmark.schemas.records import (
+    Diarization,
+    DomainDecision,
+    LabelProb,
+    SoundEvents,
+    SpeakerTurn,
+    SpeechActivity,
+    WindowTags,
+)
 
 SR = 16_000
 TAGGER = "MIT/ast-finetuned-audioset-10-10-0.4593"

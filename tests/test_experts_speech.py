@@ -133,7 +133,7 @@ def test_asr_transcribes_speech_and_skips_tone(clips: dict[str, ClipAudio], vad_
 
 
 def test_asr_without_vad_context_names_the_fix(clips: dict[str, ClipAudio]) -> None:
-    with pytest.raises(ValueError, match="Run the vad expert"):
+    with pytest.raises(ValueError, match="run the vad expert"):
         WhisperASRExpert().analyze([clips["speech"]], {})
 
 

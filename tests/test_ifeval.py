@@ -5,7 +5,6 @@ import pytest
 from earmark.metrics.ifeval import (
     DIMENSION_OF_RULE,
     DIMENSIONS,
-    JUDGE_PROMPT,
     check_rule,
     ifeval_scores,
     parse_judge_rating,
@@ -228,7 +227,9 @@ def test_ifeval_scores_dimension_from_rule_and_errors_name_the_record():
 
 
 def test_judge_prompt_and_rating_parser():
-    filled = JUDGE_PROMPT.format(reference="R", prediction="P", question="Q")
+    from earmark.prompts import load_prompt
+
+    filled = load_prompt("ifeval_judge").render_user(reference="R", prediction="P", question="Q")
     assert filled.startswith("[Reference Answer]\nR\n") and "[Model Answer]\nP" in filled
     assert "Correctness Rating: (int)" in filled
     assert parse_judge_rating("Correctness Rating: 1\nExplanation: fine") is True

@@ -5,9 +5,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from earmark.stages.ingest import IngestConfig, decode_clip, discover, ingest_files
+from earmark.config import IngestSection
+from earmark.stages.ingest import decode_clip, discover, ingest_files
 
-CFG = IngestConfig()
+CFG = IngestSection()
 
 
 def _tone(seconds: float, sr: int, freq: float = 440.0, channels: int = 1) -> np.ndarray:

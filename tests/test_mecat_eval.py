@@ -206,7 +206,7 @@ def test_input_errors(subset, tmp_path):
 
 def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
     """earmark.stages.evaluate: per-sample Score rows per group/metric, and the report rebuilt from them (cache skip)."""
-    from earmark.stages.evaluate import mecat_report_from_scores, prediction_files, score_mecat, MECAT_SUBTASKS
+    from earmark.stages.evaluate import MECAT_SUBTASKS, mecat_report_from_scores, prediction_files, score_mecat
 
     preds = _caption_predictions(subset)
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({k: v}) + "\n" for k, v in preds["long"].items()))

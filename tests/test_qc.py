@@ -6,10 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, MarginSettings, margin_checks, require_clap
+from earmark.config import FilterSection
+from earmark.experts.models import MissingWeights
+from earmark.prompts import load_phrases
+from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
+from earmark.stages.evidence import evidence_of
+from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, margin_checks, require_clap
 from earmark.stages.qc import (
     ClipContext,
-    FilterSettings,
     check_domain_consistency,
     check_hallucination,
     check_ifeval_answer,
@@ -19,10 +23,8 @@ from earmark.stages.qc import (
     summary,
     transcript_overlap,
 )
-from earmark.experts.models import MissingWeights
-from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
 
-S = FilterSettings()
+S = FilterSection()
 
 
 def _lin(clip="c", domain="S0A", conf=0.9, model="m"):
@@ -45,7 +47,8 @@ def _ins(answer, rule, content="", conf=0.9):
 
 @pytest.fixture(scope="module")
 def embed():
-    from earmark.metrics.similarity import embed as _embed, load_sbert
+    from earmark.metrics.similarity import embed as _embed
+    from earmark.metrics.similarity import load_sbert
 
     model = load_sbert(None)
     return lambda texts: _embed(model, texts)
@@ -135,29 +138,26 @@ def test_margin_rule_against_random_other_captions():
     caps = [_cap("long", f"caption about {c}", clip=c) for c in clips]
     about = {f"caption about {c}": c for c in clips}
     about["caption about k0"] = "k1"  # k0's caption describes k1: mismatched
-    rows = margin_checks(caps, _Vectors(about, clips), MarginSettings(backend="test", threshold=6.0))
+    rows = margin_checks(caps, _Vectors(about, clips), FilterSection(margin_threshold=6.0))
     by = {r.clip_id: r for r in rows}
     assert not by["k0"].keep and by["k0"].score <= 0 and "over 6 other captions" in by["k0"].reason
     assert all(by[c].keep and by[c].score > 80 for c in clips[2:])
     # deterministic: the same negatives every time
     assert [r.score for r in rows] == [r.score for r in margin_checks(caps, _Vectors(about, clips),
-                                                                       MarginSettings(backend="test", threshold=6.0))]
-    alone = margin_checks(caps[:1], _Vectors(about, clips), MarginSettings(backend="test"))
+                                                                       FilterSection(margin_threshold=6.0))]
+    alone = margin_checks(caps[:1], _Vectors(about, clips), FilterSection(margin_threshold=6.0))
     assert alone[0].keep and alone[0].score is None
 
 
 def _evidence(clip, domain, transcript=None, tags=None):
     speech = domain[0] == "S"
-    return {"clip_id": clip, "duration_s": 8.0, "domain": domain,
-            "content": {"speech": {"present": speech, "prob": 0.9 if speech else 0.05},
-                        "music": {"present": domain[1] == "M", "prob": 0.9 if domain[1] == "M" else 0.05},
-                        "sound_events": {"present": domain[2] == "A", "prob": 0.9 if domain[2] == "A" else 0.05},
-                        "silent": False, "backend": "heuristic"},
-            "signal": {"grid_score": 0.6, "grid_period_s": 0.5} if domain[1] == "M" else {"offgrid_peaks": 3},
-            "speech": {"speech_s": 6.0, "speech_ratio": 0.8, "segments": 1, "transcript": transcript,
-                       "words_per_s": 2.5} if speech else {"speech_s": 0.0, "speech_ratio": 0.0, "segments": 0},
-            "sound_tags": {"clip": tags or {}},
-            "levels": {"lufs": -20.0, "rms_dbfs": -22.0}, "quality": {"dnsmos_ovrl": 3.2, "dnsmos_bak": 3.0}}
+    values = {"signal.grid_score": 0.6, "signal.grid_period_s": 0.5} if domain[1] == "M" else {"signal.offgrid_peaks": 3}
+    values |= ({"speech.seconds": 6.0, "speech.ratio": 0.8, "speech.segments": 1, "speech.transcript": transcript,
+                "speech.words_per_s": 2.5} if speech else {"speech.seconds": 0.0, "speech.ratio": 0.0, "speech.segments": 0})
+    values |= {"sound_tags.clip": tags or {}, "levels.lufs": -20.0, "levels.rms_dbfs": -22.0,
+               "quality.dnsmos_ovrl": 3.2, "quality.dnsmos_bak": 3.0}
+    probs = [0.9 if domain[i] != "0" else 0.05 for i in range(3)]
+    return evidence_of(clip, domain, values, duration_s=8.0, probs=probs)
 
 
 def test_evidence_margin_backend_flags_a_swapped_caption(embed):
@@ -169,7 +169,7 @@ def test_evidence_margin_backend_flags_a_swapped_caption(embed):
             _cap("long", "Short impulsive knocks and hits sound at irregular moments.", clip="c", domain="00A"),
             # planted: d's caption describes music, not d's speech
             _cap("long", "Music with a steady beat and sustained chords plays throughout.", clip="d", domain="S00")]
-    rows = margin_checks(caps, EvidenceSbertBackend(ev, embed), MarginSettings(negatives=6))
+    rows = margin_checks(caps, EvidenceSbertBackend(ev, embed, load_phrases("evidence")), FilterSection(margin_negatives=6))
     by = {r.clip_id: r for r in rows}
     assert {r.check for r in rows} == {"margin:evidence-sbert"}
     assert not by["d"].keep and by["a"].keep and by["c"].keep, [(r.clip_id, r.score) for r in rows]
@@ -206,7 +206,7 @@ def test_clap_backend_on_a_random_tiny_model(tmp_path):
     audio = {f"k{i}": (0.3 * np.sin(2 * np.pi * (220 * (i + 1)) * t)).astype(np.float32) for i in range(4)}
     backend = ClapBackend(path, audio, sr)
     caps = [_cap("long", f"A steady tone number {i} plays.", clip=f"k{i}") for i in range(4)]
-    rows = margin_checks(caps, backend, MarginSettings(backend="clap"))
+    rows = margin_checks(caps, backend, FilterSection(margin_backend="clap"))
     assert len(rows) == 4 and {r.check for r in rows} == {"margin:clap"}
     assert all(r.score is not None and np.isfinite(r.score) for r in rows)
     assert all(r.keep == (r.score >= 6.0) for r in rows)

@@ -15,28 +15,18 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 from test_qc import _evidence
 
 from earmark.config import load_config
-from earmark.stages.evidence import to_record
-from earmark.stages.ingest import encode_flac
-from earmark.stages.review import (
-    Overlay,
-    review_items,
-    review_overlay,
-    to_decisions,
-    write_sheet,
-)
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.review import review_flow, review_import_flow
 from earmark.schemas import (
     Caption,
     Clip,
+    ClipEvidence,
     EntailmentHypothesis,
-    Evidence,
     QCResult,
     ReviewDecision,
     Transcript,
@@ -44,6 +34,14 @@ from earmark.schemas import (
     arrow_schema,
     from_table,
     to_table,
+)
+from earmark.stages.ingest import encode_flac
+from earmark.stages.review import (
+    Overlay,
+    review_items,
+    review_overlay,
+    to_decisions,
+    write_sheet,
 )
 from earmark.storage import Catalog, ShardMeta, ShardRef
 
@@ -90,9 +88,8 @@ def built(tmp_path_factory, prefect_harness):
                            flags=["known_phrase", "no_vad_support"], hallucination_score=0.94, vad_support=0.0)]
     _write(cat, "k_asr", {"asr": to_table(Transcript, asr)}, "analyze:asr", ["k_clips"])
     _write(cat, "k_chk", {"asr_check": to_table(TranscriptCheck, chk)}, "analyze:asr_check", ["k_clips"])
-    ev = [to_record(_evidence(c, d, tr, tags={"impulsive sound": 0.9} if d == "00A" else None))
-          for c, (d, tr) in CLIPS.items()]
-    _write(cat, "k_ev", {"evidence": to_table(Evidence, ev)}, "synthesize:evidence", ["k_clips", "k_asr", "k_chk"])
+    ev = [_evidence(c, d, tr, tags={"impulsive sound": 0.9} if d == "00A" else None) for c, (d, tr) in CLIPS.items()]
+    _write(cat, "k_ev", {"evidence": to_table(ClipEvidence, ev)}, "synthesize:evidence", ["k_clips", "k_asr", "k_chk"])
     caps = [Caption(**_lin(c), item_id=f"{c}:long:0", kind="long", ref_index=0, text=LONG[c]) for c in CLIPS]
     caps += [Caption(**_lin(c), item_id=f"{c}:short:{i}", kind="short", ref_index=i,
                      text=f"{LONG[c].split(' in ')[0].split(' at ')[0]}{'.' if i == 0 else ', clearly.'}")
@@ -108,7 +105,8 @@ def built(tmp_path_factory, prefect_harness):
     refs = [_write(cat, "k_cap", {"captions": to_table(Caption, caps), "rejections": rej}, "synthesize:captions", ["k_ev"]),
             _write(cat, "k_ent", {"entailment": to_table(EntailmentHypothesis, ents), "rejections": rej},
                    "synthesize:entailment", ["k_ev"])]
-    qc = filter_flow(cfg, [refs])
+    qc = filter_flow(cfg, [{"captions": [refs[0].key], "entailment": [refs[1].key], "rejections": [r.key for r in refs],
+                            "evidence": ["k_ev"], "clips": ["k_clips"], "asr": ["k_asr"], "asr_check": ["k_chk"]}])
     shards = {"clips": ["k_clips"], "asr": ["k_asr"], "asr_check": ["k_chk"], "evidence": ["k_ev"],
               "captions": ["k_cap"], "entailment": ["k_ent"], "rejections": ["k_cap", "k_ent"], "qc": qc.keys("qc")}
     first = publish_flow(cfg, shards)
@@ -120,7 +118,7 @@ def _kept(cat, version, table, field):
                           f"(SELECT item_id FROM {version}.qc GROUP BY 1 HAVING bool_and(keep))"))
 
 
-def test_filter_flow_uses_lineage_for_transcripts_and_evidence(built):
+def test_filter_flow_reads_transcripts_and_evidence_of_its_shard(built):
     cfg, cat, _, first = built
     qc = {(r[0], r[1]): (r[2], r[3]) for r in cat.query(
         f"SELECT item_id, \"check\", keep, reason FROM {first['version']}.qc")}

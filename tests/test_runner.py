@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from earmark.llm.audio import run_model, write_predictions
+from earmark.prompts import load_prompt
 from earmark.stages.evaluate import load_predictions
-from earmark.llm.audio import MECAT_CAPTION_PROMPTS, run_model, write_predictions
 
 SR = 16_000
 REJECTED_DURATION = 0.5  # the server answers 400 for clips of this length
@@ -111,6 +112,7 @@ def fresh(server):
 
 
 CLIPS = [("clip_a", 1.0), ("clip_b", REJECTED_DURATION), ("clip_c", 1.5), ("clip_d", 2.0)]
+MECAT_CAPTION_PROMPTS = load_prompt("mecat_eval").data["captions"]
 PROMPTS = {"short": MECAT_CAPTION_PROMPTS["short"], "music": MECAT_CAPTION_PROMPTS["music"]}
 
 

@@ -7,27 +7,36 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from earmark.config import ConfigError, load_config
-from earmark.stages.evaluate import PredictionError, load_predictions, prediction_files
-from earmark.stages.evidence import render
-from earmark.stages.qc import FilterSettings, check_domain_consistency, kept_ids, run_checks
-from earmark.stages.synthesis.focused import ABSENT_TEXT, CaptionReply, SynthesisSettings, caption_clip, qa_plan
-from earmark.prompts import load_prompt
+from earmark.config import ConfigError, FilterSection, SynthesizeSection, load_config
+from earmark.prompts import load_phrases, load_prompt
 from earmark.schemas.records import QA_CATEGORIES, Caption, Rejection
+from earmark.stages.evaluate import PredictionError, load_predictions, prediction_files
+from earmark.stages.evidence import evidence_of
+from earmark.stages.qc import check_domain_consistency, kept_ids, run_checks
+from earmark.stages.render import render as _render
+from earmark.stages.synthesis.captions import caption_clip
+from earmark.stages.synthesis.common import Synth
+from earmark.stages.synthesis.qa import qa_plan
+from earmark.stages.synthesis.replies import CaptionReply
+
+PHRASES = load_phrases("evidence")
 
 
-def _ev(domain="S00", transcript="hello there, nice to meet you"):
-    return {
-        "clip_id": "0123456789abcdef0123", "duration_s": 8.0, "domain": domain,
-        "content": {"speech": {"present": domain[0] == "S", "prob": 0.9 if domain[0] == "S" else 0.05},
-                    "music": {"present": domain[1] == "M", "prob": 0.1},
-                    "sound_events": {"present": domain[2] == "A", "prob": 0.1}, "silent": domain == "000",
-                    "backend": "heuristic"},
-        "signal": {"grid_score": 0.5, "grid_period_s": 0.4, "offgrid_peaks": 2},
-        "speech": {"speech_s": 5.0, "speech_ratio": 0.6, "segments": 2, "transcript": transcript, "words_per_s": 2.5},
-        "quality": {"dnsmos_ovrl": 3.5, "dnsmos_sig": 3.8, "dnsmos_bak": 4.0},
-        "levels": {"lufs": -20.0, "rms_dbfs": -22.0, "peak_dbfs": -3.0, "clipping_ratio": 0.0, "silence_ratio": 0.1},
-    }
+def render(ev, kind):
+    return _render(ev, kind, PHRASES)
+
+
+def synth(llm) -> Synth:
+    return Synth(llm, SynthesizeSection())
+
+
+def _ev(domain="S00", transcript="hello there, nice to meet you", clip_id="0123456789abcdef0123"):
+    return evidence_of(clip_id, domain, {
+        "signal.grid_score": 0.5, "signal.grid_period_s": 0.4, "signal.offgrid_peaks": 2,
+        "speech.seconds": 5.0, "speech.ratio": 0.6, "speech.segments": 2, "speech.transcript": transcript,
+        "speech.words_per_s": 2.5, "quality.dnsmos_ovrl": 3.5, "quality.dnsmos_sig": 3.8, "quality.dnsmos_bak": 4.0,
+        "levels.lufs": -20.0, "levels.rms_dbfs": -22.0, "levels.peak_dbfs": -3.0, "levels.clipping_ratio": 0.0,
+        "levels.silence_ratio": 0.1}, duration_s=8.0, probs=[0.9 if domain[0] == "S" else 0.05, 0.1, 0.1])
 
 
 def test_evidence_views_are_focused_and_numberless():
@@ -90,10 +99,10 @@ def test_absent_content_is_stated_by_rule_and_repeats_are_repaired_or_rejected()
     replies = [good("Near silence with a faint hiss."), good("Near silence with a faint hiss."),  # repeat → repair
                good("Almost nothing can be heard at all."), good("A quiet recording of empty room tone.")]
     replies += [good(f"Long caption number {w} describing a silent room.") for w in ("one", "two", "three")]
-    replies += [good("Bad"), good("Bad"), good(f"The recording is very quiet and clean indeed.")]
+    replies += [good("Bad"), good("Bad"), good("The recording is very quiet and clean indeed.")]
     replies += [good("The recording is faint and free of noise overall."), good("A clean, very low level recording here.")]
     llm = ScriptedLLM(replies)
-    out = caption_clip(_ev("000"), llm, SynthesisSettings(model="scripted"))
+    out = caption_clip(_ev("000"), synth(llm))
     by_kind = {}
     for c in out.rows:
         by_kind.setdefault(c.kind, []).append(c)
@@ -123,7 +132,7 @@ def _cap(kind, text, domain="S0A", conf=0.9, i=0):
 
 
 def test_domain_consistency_check():
-    s = FilterSettings()
+    s = FilterSection()
     assert check_domain_consistency(_cap("speech", "A woman reads the news calmly."), s)[0]
     assert not check_domain_consistency(_cap("speech", "There is no speech in this clip."), s)[0]
     assert check_domain_consistency(_cap("music", "No music is present in this audio."), s)[0]
@@ -132,8 +141,8 @@ def test_domain_consistency_check():
 
 
 def test_rule_stated_absence_passes_domain_consistency_exactly_when_absent():
-    s = FilterSettings()
-    for kind, texts in ABSENT_TEXT.items():
+    s = FilterSection()
+    for kind, texts in load_phrases("absent")["captions"].items():
         idx = {"speech": 0, "music": 1, "sound": 2}[kind]
         for text in texts:
             absent_domain = "".join("0" if i == idx else c for i, c in enumerate("SMA"))
@@ -146,7 +155,7 @@ def test_every_item_gets_verdicts_and_rejections_are_kept():
             _cap("long", "Too short.", conf=0.9, i=1), _cap("environment", "A clean quiet room recording.", conf=0.2, i=2)]
     rej = [Rejection(clip_id="c", table="captions", prompt_name="caption_sound", prompt_sha="s", model="m",
                      reason="sound reference 0: 2 words", raw="{}")]
-    results = run_checks(caps, [], rej, FilterSettings(min_confidence=0.5))
+    results = run_checks(caps, [], rej, FilterSection(min_confidence=0.5))
     assert {r.item_id for r in results} >= {c.item_id for c in caps}
     assert kept_ids(results) == {"c:short:0"}
     schema_rows = [r for r in results if r.check == "schema"]
@@ -181,7 +190,10 @@ def test_prediction_formats_and_bad_files(tmp_path: Path):
 
 def test_config_errors_name_the_problem(tmp_path: Path):
     bad = tmp_path / "c.toml"
-    bad.write_text('[llm]\ntemperature = 9\n')
+    bad.write_text('[llm]\nmax_concurrency = 0\n')
+    with pytest.raises(ConfigError, match="max_concurrency"):
+        load_config(bad)
+    bad.write_text('[llm]\ntemperature = 0.3\n')  # removed: every prompt file carries its own
     with pytest.raises(ConfigError, match="temperature"):
         load_config(bad)
     bad.write_text('[llm\n')

@@ -102,10 +102,7 @@ def _whisperx_align(align_model: Any, metadata: Any, result: dict, audio: np.nda
 
 
 class FasterWhisperPaperExpert(Expert):
-    name = "asr"
-    version = "1"
-    record = Transcript
-    needs = ("vad",)
+    name, version, record, needs = "asr", "1", Transcript, ("vad",)
 
     def __init__(self, model_id: str, models_dir: Any = None, *, device: str = "cpu", compute_type: str = "default",
                  beam_size: int = 1, batch_size: int = 16, min_speech_s: float = 0.3, language: str | None = None,
@@ -134,11 +131,7 @@ class FasterWhisperPaperExpert(Expert):
         return load_once(key, lambda: _load_whisper(str(self.path), self.device, self.compute_type, self.cpu_threads))
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Transcript]:
-        vad = context.get("vad", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in vad]
-        if missing:
-            raise ValueError(f"asr needs the vad record of every clip; missing for {len(missing)} clip(s), e.g. "
-                             f"{missing[0]}. Run the vad expert on these clips first.")
+        (vad,) = self.needed(context, clips, "vad")
         todo = [i for i, c in enumerate(clips)
                 if vad[c.clip_id].speech_s >= self.min_speech_s]  # type: ignore[attr-defined]
         audios = {i: samples_16k(clips[i]) for i in todo}

@@ -17,10 +17,8 @@ import soundfile as sf
 
 from earmark.experts.audio import samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.prompts import Prompt, load_prompt
 from earmark.schemas.records import AudioDescription
-
-PROMPT = ("Describe this audio in detail: the sound sources and events, any speech (who speaks, how, and "
-          "what about), any music (genre, instruments, mood), and the acoustic environment and recording quality.")
 
 
 class DescriptionFailed(RuntimeError):
@@ -34,27 +32,26 @@ def wav_bytes(clip: ClipAudio) -> bytes:
 
 
 class AudioLMDescriptionExpert(Expert):
-    name = "description"
-    version = "1"
-    record = AudioDescription
+    name, version, record = "description", "1", AudioDescription
 
-    def __init__(self, endpoint: str, model: str, *, prompt: str = PROMPT, api_key_env: str = "OPENAI_API_KEY",
-                 max_concurrency: int = 4, timeout_s: float = 120.0, max_tokens: int = 256) -> None:
-        self.endpoint, self.model, self.prompt = endpoint, model, prompt
-        self.api_key_env, self.max_concurrency, self.timeout_s, self.max_tokens = (
-            api_key_env, max_concurrency, timeout_s, max_tokens)
+    def __init__(self, endpoint: str, model: str, *, prompt: Prompt | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 max_concurrency: int = 4, timeout_s: float = 120.0) -> None:
+        self.endpoint, self.model = endpoint, model
+        self.prompt = prompt or load_prompt("description")  # prompts/description.toml
+        self.api_key_env, self.max_concurrency, self.timeout_s = api_key_env, max_concurrency, timeout_s
         self.backend = f"audio-lm:{model}"
 
     def key_config(self) -> dict[str, Any]:
         # The endpoint URL is where the model runs, not what it is: it stays out of the key.
-        return {"prompt": self.prompt, "max_tokens": self.max_tokens, "temperature": 0.0}
+        return {"prompt_sha": self.prompt.sha}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[AudioDescription]:
         from earmark.llm.audio import run_model
 
-        preds = run_model(((c.clip_id, wav_bytes(c)) for c in clips), {"description": self.prompt}, self.endpoint,
-                          self.model, api_key=os.environ.get(self.api_key_env), max_concurrency=self.max_concurrency,
-                          timeout_s=self.timeout_s, max_tokens=self.max_tokens, temperature=0.0)
+        preds = run_model(((c.clip_id, wav_bytes(c)) for c in clips), {"description": self.prompt.render_user()},
+                          self.endpoint, self.model, api_key=os.environ.get(self.api_key_env),
+                          max_concurrency=self.max_concurrency, timeout_s=self.timeout_s,
+                          max_tokens=self.prompt.max_tokens, temperature=self.prompt.temperature)
         errors = preds.errors["description"]
         if errors:
             clip_id, reason = next(iter(errors.items()))

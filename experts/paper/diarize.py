@@ -59,10 +59,7 @@ def _load_pipeline(path: str, device: str) -> Any:
 
 
 class PyannoteDiarizationExpert(Expert):
-    name = "diarization"
-    version = "1"
-    record = Diarization
-    needs = ("vad",)
+    name, version, record, needs = "diarization", "1", Diarization, ("vad",)
 
     def __init__(self, model_id: str, models_dir: Any = None, *, device: str = "cpu",
                  min_speech_s: float = 0.3, max_speakers: int | None = None) -> None:
@@ -77,11 +74,7 @@ class PyannoteDiarizationExpert(Expert):
         return {"min_speech_s": self.min_speech_s, "max_speakers": self.max_speakers}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Diarization]:
-        vad = context.get("vad", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in vad]
-        if missing:
-            raise ValueError(f"diarization needs the vad record of every clip; missing for {len(missing)} "
-                             f"clip(s), e.g. {missing[0]}. Run the vad expert first.")
+        (vad,) = self.needed(context, clips, "vad")
         return [self._one(c, vad[c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
     def _one(self, clip: ClipAudio, activity: SpeechActivity) -> Diarization:

@@ -51,10 +51,7 @@ def stem_levels(stems: dict[str, np.ndarray]) -> list[StemLevel]:
 
 
 class DemucsSeparationExpert(Expert):
-    name = "separation"
-    version = "1"
-    record = Separation
-    needs = ("domain",)
+    name, version, record, needs = "separation", "1", Separation, ("domain",)
 
     def __init__(self, model_name: str = "htdemucs", models_dir: Any = None, *, device: str = "cpu",
                  batch_size: int = 8) -> None:
@@ -122,10 +119,7 @@ class DemucsSeparationExpert(Expert):
 class PaperMusicExpert(Expert):
     """Offline librosa analysis + an HF music tagger's labels."""
 
-    name = "music"
-    version = "1"
-    record = MusicAnalysis
-    needs = ("domain", "separation")
+    name, version, record, needs = "music", "1", MusicAnalysis, ("domain", "separation")
 
     def __init__(self, tagger_model: str | None, models_dir: Any = None, *, device: str = "cpu", batch_size: int = 16,
                  top_k: int = 5, min_prob: float = 0.1, multi_label: bool = True) -> None:

@@ -54,9 +54,7 @@ def random_checkpoint(path: Any, seed: int = 0, **overrides: Any) -> None:
 
 
 class NISQAExpert(Expert):
-    name = "nisqa"
-    version = "1"
-    record = NISQAScores
+    name, version, record = "nisqa", "1", NISQAScores
 
     def __init__(self, checkpoint: str, models_dir: Any = None, *, device: str = "cpu", batch_size: int = 16) -> None:
         require_package("nisqa", "torchmetrics", "install it with `pip install torchmetrics librosa`")

@@ -94,8 +94,13 @@ def whisper_ct2(out: Path, *, dims: dict | None = None, n_languages: int = N_LAN
                 quantization: str | None = None) -> Path:
     """A random multilingual Whisper (default: tiny dims) converted to a faster-whisper CTranslate2 directory."""
     from ctranslate2.converters import TransformersConverter
-    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
-    from transformers import WhisperTokenizerFast
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperTokenizerFast,
+    )
 
     dims = dict(WHISPER_TINY if dims is None else dims)
     tok_json = whisper_tokenizer_json(n_languages)

@@ -31,10 +31,7 @@ def speaker_audio(audio: np.ndarray, turns: Sequence[Any], speaker: str, max_s: 
 
 
 class HFSpeakerAttributesExpert(Expert):
-    name = "speakers"
-    version = "1"
-    record = SpeakerAttributes
-    needs = ("diarization",)
+    name, version, record, needs = "speakers", "1", SpeakerAttributes, ("diarization",)
 
     def __init__(self, models: Mapping[str, str | None], models_dir: Any = None, *, device: str = "cpu",
                  batch_size: int = 16, max_speaker_s: float = 10.0, min_speaker_s: float = 0.5,
@@ -52,11 +49,7 @@ class HFSpeakerAttributesExpert(Expert):
         return {"max_speaker_s": self.max_speaker_s, "min_speaker_s": self.min_speaker_s, "top_k": self.top_k}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
-        diar = context.get("diarization", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in diar]
-        if missing:
-            raise ValueError(f"speakers (paper) needs the diarization record of every clip; missing for "
-                             f"{len(missing)} clip(s), e.g. {missing[0]}. Run the diarization expert first.")
+        (diar,) = self.needed(context, clips, "diarization")
         # One item per (clip, speaker) with enough speech; all items of the call go through each model together.
         items: list[tuple[int, str, float, np.ndarray]] = []
         for ci, clip in enumerate(clips):

@@ -35,9 +35,7 @@ def _windows(audio: np.ndarray, window: int, min_len: int) -> list[np.ndarray]:
 
 
 class AudioSetTagsExpert(Expert):
-    name = "tags"
-    version = "1"
-    record = SoundEvents
+    name, version, record = "tags", "1", SoundEvents
 
     def __init__(self, model_id: str, models_dir: Any = None, *, device: str = "cpu", window_s: float = 2.0,
                  min_window_s: float = 0.5, batch_size: int = 16, keep_prob: float = 0.05,
@@ -96,10 +94,7 @@ def content_probs(window: WindowTags) -> dict[str, float]:
 class TaggerDomainExpert(Expert):
     """MECAT domain from the AudioSet tags of the clip's windows (see experts.paper.audioset)."""
 
-    name = "domain"
-    version = "1"
-    record = DomainDecision
-    needs = ("tags",)
+    name, version, record, needs = "domain", "1", DomainDecision, ("tags",)
 
     def __init__(self, tagger_model: str, threshold: float = 0.3) -> None:
         self.threshold = threshold
@@ -109,11 +104,7 @@ class TaggerDomainExpert(Expert):
         return {"threshold": self.threshold}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[DomainDecision]:
-        tags = context.get("tags", {})
-        missing = [c.clip_id for c in clips if c.clip_id not in tags]
-        if missing:
-            raise ValueError(f"domain (paper) needs the tags record of every clip; missing for {len(missing)} "
-                             f"clip(s), e.g. {missing[0]}. Run the tags expert first.")
+        (tags,) = self.needed(context, clips, "tags")
         return [self.decide(c.clip_id, tags[c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
     def decide(self, clip_id: str, events: SoundEvents) -> DomainDecision:

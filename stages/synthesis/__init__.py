@@ -1,0 +1,114 @@
+"""synthesize stage: a clip shard's evidence → the item tables, through an LLM.
+
+Four item types per clip (`ITEM_TABLES`): MECAT captions (6 kinds × 3 references) and QA pairs,
+Audio-Entailment hypotheses and IFEval-Audio instruction triples. Strategy "focused" (what a small local
+model can do) runs one small prompt per caption kind / QA pair / entailment set / instruction, one stage
+per item type; strategy "joint" (capable endpoints) writes every item type of a clip from one
+chain-of-thought reply, as one stage. Each stage's key carries the sha of every file its requests are
+rendered from (prompts, evidence phrases, the repair request, rule-written absence captions) and of its
+reply schemas, plus the model and the settings that change its output.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
+
+from earmark.config import LLMSection, SynthesizeSection
+from earmark.prompts import request_sha
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import CAPTION_KINDS
+from earmark.stages.base import Inputs, StageSpec
+from earmark.stages.synthesis import captions, entailment, instructions, joint, qa
+from earmark.stages.synthesis.common import LLM, Outcome, Synth
+from earmark.stages.synthesis.replies import (
+    MAX_CHARS,
+    EntailmentReply,
+    Hypotheses,
+    JointQA,
+    QAItem,
+    caption_reply,
+    instruction_reply,
+    reply_schema,
+)
+
+STAGE_VERSION = "4"  # bump when validation or assembly of items changes
+ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
+FORMS = ("list", "json", "answer")
+SHARED_FILES = ("evidence", "repair")  # rendered into every request
+
+_FILES: dict[str, tuple[str, ...]] = {
+    "captions": (*captions.PROMPTS, "absent"),
+    "qa": qa.PROMPTS,
+    "entailment": entailment.PROMPTS,
+    "instructions": instructions.PROMPTS,
+    "joint": (*joint.PROMPTS, "absent"),
+}
+
+
+def _schemas(item: str) -> list[dict[str, Any]]:
+    caps = [reply_schema(caption_reply(MAX_CHARS[k])) for k in CAPTION_KINDS]
+    forms = [reply_schema(instruction_reply(f)) for f in FORMS]
+    return {
+        "captions": caps, "qa": [reply_schema(QAItem)], "entailment": [reply_schema(EntailmentReply)],
+        "instructions": forms,
+        "joint": [reply_schema(JointQA), reply_schema(Hypotheses)]
+        + [reply_schema(instruction_reply(f, False)) for f in FORMS],
+    }[item]
+
+
+def prompt_files(item: str) -> tuple[str, ...]:
+    """Every prompt/phrase file an item type's requests are rendered from."""
+    return (*_FILES[item], *SHARED_FILES)
+
+
+def spec(item: str, cfg: SynthesizeSection, llm: LLMSection, items: Sequence[str] = ITEM_TABLES) -> StageSpec:
+    """The stage of one item type ("joint": every item type in `items` from one reply per clip)."""
+    if item not in (*ITEM_TABLES, "joint"):
+        raise ValueError(f"unknown item type {item!r}; use one of {', '.join(ITEM_TABLES)}")
+    config: dict[str, Any] = {"seed": llm.seed, "repair": cfg.repair_attempts, "absent": cfg.absent_captions}
+    writes: tuple[str, ...] = (item, "rejections")
+    if item == "joint":
+        config["items"] = sorted(items)
+        writes = (*sorted(items), "rejections")
+    reads = ("evidence", "captions") if item == "entailment" else ("evidence",)
+    files = prompt_files(item)
+    return StageSpec(f"synthesize:{item}", STAGE_VERSION, writes=writes, reads=reads, model=llm.model, config=config,
+                     prompt_files=files, prompt_sha=request_sha(files, cfg.prompt_dir, _schemas(item)))
+
+
+def _per_clip(evidence: Sequence[ClipEvidence], fn: Callable[[ClipEvidence], Any], concurrency: int) -> list[Any]:
+    # Each clip runs in a copy of the caller's context, so the stage's declared prompt files hold there too.
+    contexts = [contextvars.copy_context() for _ in evidence]
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        return list(pool.map(lambda c_ev: c_ev[0].run(fn, c_ev[1]), zip(contexts, evidence)))
+
+
+class LLMProvider(Protocol):
+    def client(self) -> LLM: ...
+
+
+def run(item: str, cfg: SynthesizeSection, llm_cfg: LLMSection, llm: LLMProvider, items: Sequence[str],
+        inputs: Inputs) -> dict[str, list[Any]]:
+    """The stage function: every clip of the shard, `max_concurrency` clips at a time."""
+    s = Synth(llm.client(), cfg, llm_cfg.seed)
+    evidence = inputs("evidence")
+    if item == "joint":
+        per_clip = _per_clip(evidence, lambda ev: joint.joint_clip(ev, s), llm_cfg.max_concurrency)
+        out: dict[str, list[Any]] = {i: [r for o in per_clip for r in o[i].rows] for i in items}
+        out["rejections"] = [r for o in per_clip for i in items for r in o[i].rejections]
+        return out
+    if item == "entailment" and "captions" not in inputs.tables():
+        raise ValueError("entailment needs the shard's captions (its premises): include 'captions' in "
+                         "synthesize.items or re-run from a version that has them")
+    premises = inputs("captions") if item == "entailment" else []
+    fns: dict[str, Callable[[ClipEvidence], Outcome]] = {
+        "captions": lambda ev: captions.caption_clip(ev, s),
+        "qa": lambda ev: qa.qa_clip(ev, s),
+        "entailment": lambda ev: entailment.entailment_clip(ev, premises, s),
+        "instructions": lambda ev: instructions.instructions_clip(ev, s),
+    }
+    outcomes = _per_clip(evidence, fns[item], llm_cfg.max_concurrency)
+    return {item: [r for o in outcomes for r in o.rows], "rejections": [r for o in outcomes for r in o.rejections]}

@@ -1,12 +1,11 @@
-"""synthesize, strategy "joint": one chain-of-thought pass over all of a clip's evidence writes every item.
+"""Strategy "joint": one chain-of-thought pass over all of a clip's evidence writes every item.
 
 This is how MECAT built its references (DeepSeek-R1 over all expert outputs at once): the model reasons
 first (`reasoning`, or a reasoning model's own channel), then emits captions (3 per caption kind), QA
 pairs, the entailment hypotheses and the instruction triples in one schema-constrained JSON object. Meant
-for capable endpoints; the focused strategy (earmark/synthesize.py, synthesize_items.py) is what small
-local models manage. Every item is validated exactly as in the focused strategy, and an invalid item is
-rejected on its own (with its reason) while the valid ones of the same reply are kept; a reply that is
-not valid JSON at all gets one repair attempt.
+for capable endpoints. Every item is validated exactly as in the focused strategy, and an invalid item is
+rejected on its own (with its reason) while the valid ones of the same reply are kept; a reply that is not
+valid JSON at all gets one repair attempt.
 """
 
 from __future__ import annotations
@@ -15,108 +14,54 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from earmark.stages.evidence import render
-from earmark.stages.synthesis.focused import (
-    CONTENT_KINDS,
-    LLM,
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import CAPTION_KINDS, Caption, QAPair
+from earmark.stages.synthesis.captions import absent_rows, is_absent
+from earmark.stages.synthesis.common import Outcome, Synth, ask, reason_of
+from earmark.stages.synthesis.entailment import check_entailment_set, hypothesis_rows
+from earmark.stages.synthesis.instructions import expected_answer, instruction_plan, triple
+from earmark.stages.synthesis.qa import qa_plan
+from earmark.stages.synthesis.replies import (
     MAX_CHARS,
-    QA_MAX_CHARS,
-    CaptionReply,
-    Outcome,
-    QAItem,
-    SynthesisSettings,
-    _absent_rows,
-    _ask,
-    qa_plan,
-)
-from earmark.stages.synthesis.items import (
-    REASONING_CHARS,
-    EntailmentReply,
+    Hypotheses,
     InstructionReply,
-    check_entailment_set,
-    expected_answer,
-    instruction_plan,
-    instruction_schema,
+    QAItem,
+    caption_reply,
+    joint_reply,
+    reply_schema,
 )
-from earmark.schemas.records import CAPTION_KINDS, Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 
+PROMPTS = ("joint", "qa", "ifeval")  # joint renders the QA focus words and instruction plans from those files
 ITEMS = ("captions", "qa", "entailment", "instructions")
+_ERRORS = (ValidationError, ValueError, TypeError)
 
 
-def evidence_text(ev: dict[str, Any]) -> str:
-    """All views of the evidence, each line once."""
-    seen: list[str] = []
-    for kind in ("long", "speech", "music", "sound", "environment"):
-        for line in render(ev, kind).splitlines():
-            if line not in seen:
-                seen.append(line)
-    return "\n".join(seen)
-
-
-def _kinds(ev: dict[str, Any], settings: SynthesisSettings) -> list[str]:
-    return [k for k in CAPTION_KINDS if not (k in CONTENT_KINDS and ev["domain"][CONTENT_KINDS[k]] == "0"
-                                             and settings.absent_captions == "rule")]
-
-
-def joint_schema(kinds: list[str], n_qa: int, plans: list[dict[str, Any]]) -> dict[str, Any]:
-    def strings(max_chars: int) -> dict[str, Any]:
-        return {"type": "array", "minItems": 3, "maxItems": 3,
-                "items": {"type": "string", "minLength": 12, "maxLength": max_chars}}
-
-    qa_item = {"type": "object", "additionalProperties": False, "required": ["question", "answer"],
-               "properties": {"question": {"type": "string", "minLength": 15, "maxLength": QA_MAX_CHARS["question"]},
-                              "answer": {"type": "string", "minLength": 20, "maxLength": QA_MAX_CHARS["answer"]}}}
-    hyp = {"type": "string", "minLength": 25, "maxLength": 180}
-    instructions = {}
-    for i, plan in enumerate(plans):
-        sub = instruction_schema(plan["form"])
-        sub["properties"].pop("reasoning")
-        sub["properties"].pop("confidence")
-        sub["required"] = list(sub["properties"])
-        instructions[f"i{i}"] = sub
-    props = {
-        "reasoning": {"type": "string", "minLength": 40, "maxLength": 2 * REASONING_CHARS},
-        "captions": {"type": "object", "additionalProperties": False, "required": kinds,
-                     "properties": {k: strings(MAX_CHARS[k]) for k in kinds}},
-        "qa": {"type": "array", "minItems": n_qa, "maxItems": n_qa, "items": qa_item},
-        "entailment": {"type": "object", "additionalProperties": False,
-                       "required": ["entailment", "neutral", "contradiction"],
-                       "properties": {"entailment": hyp, "neutral": hyp, "contradiction": hyp}},
-        "instructions": {"type": "object", "additionalProperties": False, "required": list(instructions),
-                         "properties": instructions},
-        "confidence": {"type": "number", "minimum": 0, "maximum": 1},
-    }
-    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
-
-
-def _reason(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())[:400]
-    return str(exc)[:400]
-
-
-def joint_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings, n_qa: int = 5) -> dict[str, Outcome]:
+def joint_clip(ev: ClipEvidence, s: Synth, n_qa: int = 5) -> dict[str, Outcome]:
     """Every item type for one clip from one reply: {item type: Outcome}."""
-    clip_id, domain = ev["clip_id"], ev["domain"]
-    prompt = settings.prompt("joint")
-    kinds, qplan, iplan = _kinds(ev, settings), qa_plan(clip_id, n_qa), instruction_plan(ev)
-    qa_text = "; ".join(f"{i + 1}. a {p['difficulty']} question about {p['focus']}" for i, p in enumerate(qplan))
-    ins_text = "; ".join(f"i{i}: a question ending with ? about {p['focus']}, and its answer, which must obey "
-                         f"this rule: {p['constraint']}" for i, p in enumerate(iplan))
-    messages = prompt.render(evidence_text=evidence_text(ev), qa_plan=qa_text, instruction_plan=ins_text)
-    lineage = dict(clip_id=clip_id, domain=domain, prompt_name=prompt.name, prompt_sha=prompt.sha, model=llm.model)
-    out = {item: Outcome([], []) for item in ITEMS}
+    prompt, qa_prompt = s.prompt("joint"), s.prompt("qa")
+    plan_words = prompt.data["plan"]
+    kinds = [k for k in CAPTION_KINDS if not is_absent(ev, k, s)]
+    qplan, iplan = qa_plan(ev.clip_id, n_qa), instruction_plan(ev, s.prompt("ifeval"))
+    qa_text = plan_words["separator"].join(
+        plan_words["qa_item"].format(n=i + 1, difficulty=p["difficulty"], focus=qa_prompt.data["focus"][p["category"]])
+        for i, p in enumerate(qplan))
+    ins_text = plan_words["separator"].join(
+        plan_words["instruction_item"].format(i=i, focus=p["focus"], constraint=p["constraint"])
+        for i, p in enumerate(iplan))
+    messages = prompt.render(evidence_text=s.all_notes(ev), qa_plan=qa_text, instruction_plan=ins_text)
+    lineage = s.lineage(ev, prompt)
+    out = {item: Outcome() for item in ITEMS}
 
     def reject(item: str, reason: str, raw: str = "") -> None:
-        out[item].rejections.append(Rejection(clip_id=clip_id, table=item, prompt_name=prompt.name,
-                                              prompt_sha=prompt.sha, model=llm.model, reason=reason, raw=raw[:4000]))
+        out[item].rejections.append(s.rejection(ev, item, prompt, reason, raw))
 
     def parse(data: Any) -> dict:
-        if not isinstance(data, dict) or not all(k in data for k in ("captions", "qa", "entailment", "instructions")):
+        if not isinstance(data, dict) or not all(k in data for k in ITEMS):
             raise ValueError("reply lacks captions/qa/entailment/instructions")
         return data
 
-    data, raw, reason = _ask(llm, prompt, messages, joint_schema(kinds, n_qa, iplan), parse, settings, settings.seed)
+    schema = reply_schema(joint_reply(tuple(kinds), n_qa, tuple(p["form"] for p in iplan)))
+    data, raw, reason = ask(s, prompt, messages, schema, parse, s.seed)
     if data is None:
         for item in ITEMS:
             reject(item, f"joint reply unusable: {reason}", raw)
@@ -124,28 +69,28 @@ def joint_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings, n_qa: 
     conf = float(data.get("confidence") or 0.0)
     for kind in CAPTION_KINDS:
         if kind not in kinds:
-            out["captions"].rows.extend(_absent_rows(ev, kind))
+            out["captions"].rows.extend(absent_rows(ev, kind, s))
             continue
         seen: set[str] = set()
         for i, text in enumerate((data["captions"].get(kind) or [])[:3]):
             try:
-                cap = CaptionReply.model_validate({"caption": text, "confidence": conf},
-                                                  context={"max_chars": MAX_CHARS[kind]}).caption
+                cap = caption_reply(MAX_CHARS[kind]).model_validate(
+                    {"caption": text, "confidence": conf}, context={"max_chars": MAX_CHARS[kind]}).caption
                 if cap.lower().rstrip(".") in seen:
                     raise ValueError("repeats an earlier reference")
-            except (ValidationError, ValueError) as exc:
-                reject("captions", f"{kind} reference {i}: {_reason(exc)}", str(text))
+            except _ERRORS as exc:
+                reject("captions", f"{kind} reference {i}: {reason_of(exc, 400)}", str(text))
                 continue
             seen.add(cap.lower().rstrip("."))
-            out["captions"].rows.append(Caption(**lineage, confidence=conf, item_id=f"{clip_id}:{kind}:{i}",
+            out["captions"].rows.append(Caption(**lineage, confidence=conf, item_id=f"{ev.clip_id}:{kind}:{i}",
                                                 kind=kind, ref_index=i, text=cap))
     for i, (p, qa) in enumerate(zip(qplan, data["qa"])):
         try:
             item = QAItem.model_validate({**qa, "confidence": conf})
-        except (ValidationError, ValueError, TypeError) as exc:
-            reject("qa", f"{p['category']} pair: {_reason(exc)}", str(qa))
+        except _ERRORS as exc:
+            reject("qa", f"{p['category']} pair: {reason_of(exc, 400)}", str(qa))
             continue
-        out["qa"].rows.append(QAPair(**lineage, confidence=conf, item_id=f"{clip_id}:qa:{i}", qa_index=i,
+        out["qa"].rows.append(QAPair(**lineage, confidence=conf, item_id=f"{ev.clip_id}:qa:{i}", qa_index=i,
                                      category=p["category"], difficulty=p["difficulty"], question=item.question,
                                      answer=item.answer))
     premise = next((c for c in out["captions"].rows if c.kind == "long"), None) or \
@@ -153,25 +98,17 @@ def joint_clip(ev: dict[str, Any], llm: LLM, settings: SynthesisSettings, n_qa: 
     try:
         if premise is None:
             raise ValueError("no valid long or short caption to serve as the premise")
-        ent = check_entailment_set(EntailmentReply.model_validate({**data["entailment"], "reasoning": data["reasoning"],
-                                                                   "confidence": conf}), premise.text)
-        out["entailment"].rows.extend(
-            EntailmentHypothesis(**lineage, confidence=conf, item_id=f"{clip_id}:entailment:{label}",
-                                 premise_kind=premise.kind, premise=premise.text, label=label,
-                                 hypothesis=getattr(ent, label))
-            for label in ("entailment", "neutral", "contradiction"))
-    except (ValidationError, ValueError, TypeError) as exc:
-        reject("entailment", _reason(exc), str(data.get("entailment")))
+        ent = check_entailment_set(Hypotheses.model_validate(data["entailment"]), premise.text)
+        out["entailment"].rows.extend(hypothesis_rows(ev, s, lineage, ent, premise, conf))
+    except _ERRORS as exc:
+        reject("entailment", reason_of(exc, 400), str(data.get("entailment")))
     for i, plan in enumerate(iplan):
         entry = data["instructions"].get(f"i{i}") or {}
         try:
             reply = InstructionReply.model_validate({**entry, "reasoning": data["reasoning"], "confidence": conf})
             answer = expected_answer(reply, plan)
-        except (ValidationError, ValueError, TypeError) as exc:
-            reject("instructions", f"{plan['dimension']} rule {plan['rule']}: {_reason(exc)}", str(entry))
+        except _ERRORS as exc:
+            reject("instructions", f"{plan['dimension']} rule {plan['rule']}: {reason_of(exc, 400)}", str(entry))
             continue
-        out["instructions"].rows.append(InstructionTriple(
-            **lineage, confidence=conf, item_id=f"{clip_id}:instruction:{i}", dimension=plan["dimension"],
-            instruction=f"{reply.question} {plan['constraint']}", answer=answer, rule=plan["rule"],
-            rule_content=plan["rule_content"]))
+        out["instructions"].rows.append(triple(ev, lineage, i, plan, reply, answer, conf))
     return out

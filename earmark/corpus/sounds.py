@@ -1,24 +1,13 @@
-"""A demo corpus whose MECAT domains are known by construction, synthesised from nothing.
+"""The sounds of the demo corpus: espeak-ng speech, additive-synthesis music, filtered-noise events.
 
-Tests, the domain-accuracy benchmark and offline demos need audio with a known domain and no downloads:
-speech comes from espeak-ng, music from additive synthesis (harmonic partials + ADSR, chord progressions,
-optional drums), sound events from filtered noise (knocks, barks, footsteps, a car, rain, typing, a door,
-wind). Everything is deterministic given the seed: each item draws from its own generator seeded by
-(seed, domain, index), so an item does not change when `per_domain` does. Formats vary on purpose (FLAC,
-OGG, one stereo 44.1 kHz file, one 14 s file that ingest splits into two clips of the same domain), and
-`hostile=True` adds the broken inputs ingest must quarantine (their domain is None).
-OGG files decode identically across runs but their bytes differ (libsndfile picks a random stream serial).
+Every generator draws from the numpy Generator it is given, so a corpus item is fixed by its seed.
 """
 
 from __future__ import annotations
 
-import json
 import shutil
-import struct
 import subprocess
-import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +15,7 @@ import soundfile as sf
 import soxr
 from scipy import signal
 
-from earmark.schemas.records import DOMAIN_CODES, domain_flags
-
 SR = 16_000
-LONG_DURATION_S = 14.0  # > 10 s so ingest must split it
 
 SENTENCES = (
     "The train to the city leaves from platform four in ten minutes.",
@@ -69,13 +55,6 @@ VOICES = (
 )
 
 
-@dataclass(frozen=True)
-class CorpusItem:
-    path: Path
-    domain: str | None  # None for hostile inputs that ingest must quarantine
-    description: str
-
-
 # ------------------------------------------------------------------------------------------ helpers
 def _active_rms(x: np.ndarray) -> float:
     """RMS over the 50 ms frames within 30 dB of the loudest: sparse events are levelled by what sounds."""
@@ -86,7 +65,7 @@ def _active_rms(x: np.ndarray) -> float:
     return float(np.sqrt(np.mean(active**2)))
 
 
-def _at_level(x: np.ndarray, db: float) -> np.ndarray:
+def at_level(x: np.ndarray, db: float) -> np.ndarray:
     return x / max(_active_rms(x), 1e-12) * 10 ** (db / 20)
 
 
@@ -98,7 +77,7 @@ def _filt(x: np.ndarray, cutoff: float, kind: str, order: int = 2) -> np.ndarray
     return signal.sosfilt(signal.butter(order, cutoff, kind, fs=SR, output="sos"), x)
 
 
-def _pink(rng: np.random.Generator, n: int) -> np.ndarray:
+def pink(rng: np.random.Generator, n: int) -> np.ndarray:
     spec = np.fft.rfft(rng.standard_normal(n))
     spec[1:] /= np.sqrt(np.arange(1, len(spec)))
     x = np.fft.irfft(spec, n)
@@ -116,7 +95,7 @@ def _decay(n: int, tau_s: float) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------- speech
-class _Espeak:
+class Espeak:
     """espeak-ng renders into a scratch dir; identical requests within one run are rendered once."""
 
     def __init__(self, scratch: Path) -> None:
@@ -137,7 +116,7 @@ class _Espeak:
         return self.cache[key]
 
 
-def _speech(rng: np.random.Generator, n: int, tts: _Espeak) -> tuple[np.ndarray, str]:
+def speech_track(rng: np.random.Generator, n: int, tts: Espeak) -> tuple[np.ndarray, str]:
     speakers = [(str(rng.choice(VOICES)), int(rng.integers(135, 190)), int(rng.integers(30, 71)))]
     if rng.random() < 0.3:  # a short dialogue between two voices
         speakers.append((str(rng.choice(VOICES)), int(rng.integers(135, 190)), int(rng.integers(30, 71))))
@@ -145,7 +124,7 @@ def _speech(rng: np.random.Generator, n: int, tts: _Espeak) -> tuple[np.ndarray,
     while pos < n - SR // 2:
         voice, rate, pitch = speakers[len(said) % len(speakers)]
         sentence = str(rng.choice(SENTENCES))
-        x = _at_level(tts(sentence, voice, rate, pitch), 0.0)
+        x = at_level(tts(sentence, voice, rate, pitch), 0.0)
         _place(out, x, pos)
         said.append(sentence)
         pos += len(x) + int(rng.uniform(0.15, 0.6) * SR)
@@ -201,7 +180,7 @@ def _drums(rng: np.random.Generator, n: int, beat_s: float) -> np.ndarray:
     return out
 
 
-def _music(rng: np.random.Generator, n: int) -> tuple[np.ndarray, str]:
+def music_track(rng: np.random.Generator, n: int) -> tuple[np.ndarray, str]:
     bpm = float(rng.uniform(76, 140))
     beat = 60.0 / bpm
     root, minor = int(rng.integers(48, 60)), bool(rng.random() < 0.4)
@@ -232,9 +211,9 @@ def _music(rng: np.random.Generator, n: int) -> tuple[np.ndarray, str]:
         deg = int(np.clip(deg + rng.choice([-2, -1, 0, 1, 1, 2]), 4, 13))
         _place(lead, _note(pitch(deg) + 12, step * 0.9, lead_t, vib), int(k * step * SR))
     with_drums = bool(rng.random() < 0.6)
-    mix = _at_level(chords, -3) + _at_level(lead, 0) + _at_level(bass, -6)
+    mix = at_level(chords, -3) + at_level(lead, 0) + at_level(bass, -6)
     if with_drums:
-        mix += _at_level(_drums(rng, n, beat), -4)
+        mix += at_level(_drums(rng, n, beat), -4)
     key = f"{['C','C#','D','D#','E','F','F#','G','G#','A','A#','B'][root % 12]} {'minor' if minor else 'major'}"
     desc = f"music in {key} at {bpm:.0f} bpm, {chord_t} {'arpeggios' if arpeggio else 'chords'}, {lead_t} melody"
     return mix, desc + (", drums" if with_drums else "")
@@ -300,7 +279,7 @@ def _typing(rng: np.random.Generator) -> np.ndarray:
 
 
 def _rain(rng: np.random.Generator, n: int) -> np.ndarray:
-    out = _filt(_pink(rng, n), 400, "high") * 0.15
+    out = _filt(pink(rng, n), 400, "high") * 0.15
     for at in rng.integers(0, n, int(rng.uniform(20, 60) * n / SR)):
         drop = _filt(rng.standard_normal(int(0.004 * SR)), 2000, "high") * _decay(int(0.004 * SR), 0.001)
         _place(out, drop * rng.uniform(0.3, 2.0), int(at))
@@ -309,7 +288,7 @@ def _rain(rng: np.random.Generator, n: int) -> np.ndarray:
 
 def _wind(rng: np.random.Generator, n: int) -> np.ndarray:
     gust = np.interp(np.arange(n), np.linspace(0, n, 6), rng.uniform(0.1, 1.0, 6))
-    return _bandpass(_pink(rng, n), 150, float(rng.uniform(800, 2000))) * gust
+    return _bandpass(pink(rng, n), 150, float(rng.uniform(800, 2000))) * gust
 
 
 EVENTS = {"door knocks": _knock, "dog barks": _bark, "footsteps": _footsteps, "a car passing": _car,
@@ -317,114 +296,18 @@ EVENTS = {"door knocks": _knock, "dog barks": _bark, "footsteps": _footsteps, "a
 TEXTURES = {"rain": _rain, "wind": _wind}
 
 
-def _events(rng: np.random.Generator, n: int) -> tuple[np.ndarray, str]:
+def event_track(rng: np.random.Generator, n: int) -> tuple[np.ndarray, str]:
     out, names = np.zeros(n), []
     if rng.random() < 0.3:
         name = str(rng.choice(list(TEXTURES)))
-        out += _at_level(TEXTURES[name](rng, n), -8)
+        out += at_level(TEXTURES[name](rng, n), -8)
         names.append(name)
     for name in rng.choice(list(EVENTS), size=int(rng.integers(2, 4)), replace=False):
         for _ in range(int(rng.integers(1, 3))):  # irregular times, levels within ±5 dB
-            _place(out, _at_level(EVENTS[name](rng), float(rng.uniform(-5, 5))), int(rng.uniform(0, 0.85) * n))
+            _place(out, at_level(EVENTS[name](rng), float(rng.uniform(-5, 5))), int(rng.uniform(0, 0.85) * n))
         names.append(str(name))
-    out += _at_level(_pink(rng, n), -45)  # room tone
+    out += at_level(pink(rng, n), -45)  # room tone
     return out, "sound events: " + ", ".join(names)
 
 
 # ---------------------------------------------------------------------------------------------- clips
-def _clip(code: str, rng: np.random.Generator, n: int, tts: _Espeak, index: int) -> tuple[np.ndarray, str]:
-    if code == "000":
-        if index == 0:
-            return np.zeros(n), "digital silence (all zeros)"
-        db = float(rng.uniform(-80, -65))
-        return _pink(rng, n) * 10 ** (db / 20), f"near-silence, noise floor at {db:.0f} dBFS"
-    speech, music, sound = domain_flags(code)
-    parts, descs = [], []
-    if speech:
-        x, d = _speech(rng, n, tts)
-        parts.append(_at_level(x, 0.0))
-        descs.append(d)
-    if music:
-        x, d = _music(rng, n)
-        gain = float(rng.uniform(-12, -6)) if speech else 0.0  # speech stays dominant in S**
-        parts.append(_at_level(x, gain))
-        descs.append(d + (f" at {gain:.0f} dB" if speech else ""))
-    if sound:
-        x, d = _events(rng, n)
-        gain = float(rng.uniform(-10, -4)) if speech else (float(rng.uniform(-4, 2)) if music else 0.0)
-        parts.append(_at_level(x, gain))
-        descs.append(d + (f" at {gain:.0f} dB" if speech or music else ""))
-    if code == "S00":
-        parts.append(_at_level(_pink(rng, n), -50))  # a quiet room, not a studio
-    mix = _at_level(sum(parts), float(rng.uniform(-26, -18)))
-    mix /= max(1.0, np.max(np.abs(mix)) / 0.97)
-    return mix, "; ".join(descs)
-
-
-def _float_wav(samples: np.ndarray) -> bytes:
-    """IEEE-float mono WAV by hand: libsndfile would add a PEAK chunk with a timestamp (not reproducible)."""
-    data = samples.astype("<f4").tobytes()
-    fmt = struct.pack("<HHIIHH", 3, 1, SR, SR * 4, 4, 32)
-    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data
-    return b"RIFF" + struct.pack("<I", len(body)) + body
-
-
-def _hostile(out_dir: Path, rng: np.random.Generator) -> list[CorpusItem]:
-    (out_dir / "empty.wav").write_bytes(b"")
-    (out_dir / "notes.mp3").write_text("Shopping list: milk, eggs, bread.\nThis is not audio.\n")
-    good = out_dir / "_tmp.wav"
-    sf.write(good, rng.standard_normal(SR) * 0.1, SR, subtype="PCM_16")
-    (out_dir / "truncated.wav").write_bytes(good.read_bytes()[:20] + b"\x00garbage")  # fmt chunk cut short
-    good.unlink()
-    noisy = (rng.standard_normal(SR) * 0.1).astype(np.float32)
-    noisy[SR // 4 : SR // 2] = np.nan
-    (out_dir / "nan.wav").write_bytes(_float_wav(noisy))
-    sf.write(out_dir / "tiny.wav", rng.standard_normal(int(0.05 * SR)) * 0.1, SR, subtype="PCM_16")
-    return [
-        CorpusItem(out_dir / "empty.wav", None, "hostile: empty file"),
-        CorpusItem(out_dir / "notes.mp3", None, "hostile: a text file named .mp3"),
-        CorpusItem(out_dir / "truncated.wav", None, "hostile: WAV header truncated"),
-        CorpusItem(out_dir / "nan.wav", None, "hostile: float WAV with NaN samples"),
-        CorpusItem(out_dir / "tiny.wav", None, "hostile: 0.05 s, too short to matter"),
-    ]
-
-
-def generate_corpus(out_dir: Path, per_domain: int = 2, seed: int = 0, duration_s: float = 8.0,
-                    hostile: bool = True) -> list[CorpusItem]:
-    """Write `per_domain` clips of every MECAT domain (+ hostile inputs) to `out_dir` and a manifest.json."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    items: list[CorpusItem] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        tts = _Espeak(Path(scratch))
-        for d, code in enumerate(DOMAIN_CODES):
-            for i in range(per_domain):
-                rng = np.random.default_rng([seed, d, i])
-                k = d * per_domain + i
-                stereo, long = (code, i) == ("S00", 0), (code, i) == ("0M0", 0)
-                n = int((LONG_DURATION_S if long else duration_s) * SR)
-                x, desc = _clip(code, rng, n, tts, i)
-                ext = "wav" if stereo or long else "flac" if k % 5 == 2 else "ogg" if k % 5 == 4 else "wav"
-                path = out_dir / f"{code}_{i:02d}.{ext}"
-                if stereo:
-                    y = soxr.resample(x, SR, 44_100)
-                    y = np.stack([y, 0.85 * np.roll(y, 8)], axis=1)
-                    sf.write(path, y, 44_100, subtype="PCM_16")
-                    desc += " [stereo 44.1 kHz]"
-                elif ext == "ogg":
-                    sf.write(path, x, SR, format="OGG", subtype="VORBIS")
-                else:
-                    sf.write(path, x, SR, subtype="PCM_16")
-                items.append(CorpusItem(path, code, desc + (f" [{LONG_DURATION_S:.0f} s: 2 clips]" if long else "")))
-    if hostile:
-        items += _hostile(out_dir, np.random.default_rng([seed, 99]))
-    manifest = {"seed": seed, "per_domain": per_domain, "duration_s": duration_s,
-                "items": [{"path": it.path.name, "domain": it.domain, "description": it.description} for it in items]}
-    (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    return items
-
-
-def load_manifest(out_dir: Path) -> list[CorpusItem]:
-    """The items of a corpus written by `generate_corpus`."""
-    data = json.loads((Path(out_dir) / "manifest.json").read_text())
-    return [CorpusItem(Path(out_dir) / it["path"], it["domain"], it["description"]) for it in data["items"]]

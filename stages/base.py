@@ -1,0 +1,118 @@
+"""What a stage is: a pure function over one shard, described once.
+
+A `StageSpec` says what a stage is — name, version, the tables it reads and writes, and everything else its
+output depends on: the sha of the prompt/phrase files and reply schemas it renders from, the model, the
+config subset. A `ShardJob` binds a spec to one shard's inputs (the keys of the shards it reads, or source
+identities for ingest) and to the stage function (records in → records out). From these two, and only
+here, come the shard key and the shard's catalog metadata (`plan`), and `run_job` does key → catalog
+lookup → run → write → register. The Prefect task in earmark.flows.common is a thin wrapper around it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from earmark import prompts
+from earmark.schemas import TABLES, Record, from_table, to_table
+from earmark.storage import Catalog, ShardMeta, ShardRef, shard_key
+
+log = logging.getLogger("earmark.stages")
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage, described once: what it reads and writes and what its output depends on."""
+
+    name: str  # "ingest", "analyze:asr", "evidence", "synthesize:captions", "filter", …
+    version: str  # bump when the stage's logic changes what it writes
+    writes: tuple[str, ...]
+    reads: tuple[str, ...] = ()
+    prompt_files: tuple[str, ...] = ()  # every prompt/phrase file it renders from (reading another one fails)
+    prompt_sha: str | None = None  # earmark.prompts.request_sha of those files and the reply schemas
+    model: str | None = None  # model / backend identity
+    config: Mapping[str, Any] = field(default_factory=dict)  # the settings that change its output
+
+    def plan(self, inputs: Sequence[str]) -> tuple[str, ShardMeta]:
+        """The shard key and catalog metadata for one shard with these input identities."""
+        inputs = sorted(set(inputs))
+        config = dict(self.config)
+        key = shard_key(self.name, self.version, inputs, prompt_sha=self.prompt_sha, model=self.model, config=config)
+        meta = ShardMeta(stage=self.name, stage_version=self.version, inputs=inputs, prompt_sha=self.prompt_sha,
+                         model=self.model, config=config)
+        return key, meta
+
+
+class Inputs:
+    """The records a shard job reads, by table, loaded from the catalog on first use."""
+
+    def __init__(self, cat: Catalog | None, keys: Mapping[str, Sequence[str]],
+                 records: Mapping[str, Sequence[Record]] | None = None) -> None:
+        self.cat, self.keys = cat, {t: list(k) for t, k in keys.items()}
+        self._records: dict[str, list[Record]] = {t: list(r) for t, r in (records or {}).items()}
+
+    @classmethod
+    def of(cls, **records: Sequence[Record]) -> Inputs:
+        """In-memory inputs (tests, benchmarks): table name → records."""
+        return cls(None, {t: [] for t in records}, records)
+
+    def __call__(self, table: str) -> list[Any]:
+        if table not in self._records:
+            keys = self.keys.get(table, [])
+            if self.cat is None or not keys:
+                self._records[table] = []
+            else:
+                self._records[table] = from_table(TABLES[table], self.cat.read(table, keys))
+        return self._records[table]
+
+    def tables(self) -> list[str]:
+        return sorted(set(self.keys) | set(self._records))
+
+
+StageFn = Callable[[Inputs], Mapping[str, Sequence[Record]]]
+
+
+@dataclass
+class ShardJob:
+    """One shard of one stage: its spec, what it reads, and the function that computes it."""
+
+    spec: StageSpec
+    fn: StageFn
+    inputs: Mapping[str, Sequence[str]] = field(default_factory=dict)  # table → shard keys read
+    sources: Sequence[str] = ()  # identities that are not shards (ingest: "path:sha256")
+    label: str = ""  # shown in task names, e.g. "shard-0003"
+
+    def plan(self) -> tuple[str, ShardMeta]:
+        return self.spec.plan([k for keys in self.inputs.values() for k in keys] + list(self.sources))
+
+    @property
+    def task_name(self) -> str:
+        return "/".join(p for p in (*self.spec.name.split(":"), self.label) if p)
+
+
+def run_job(cat: Catalog, job: ShardJob, run_id: str | None, logger: logging.Logger | logging.LoggerAdapter = log
+            ) -> ShardRef:
+    """The registered shard for the job's key, or compute, write and register it (every stage goes here)."""
+    key, meta = job.plan()
+    writes = job.spec.writes
+    if cat.has_shard(key, writes):
+        logger.info("%s: shard %s already in the catalog, skipped", job.task_name, key)
+        return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True)
+    t0 = time.perf_counter()
+    with prompts.only(job.spec.prompt_files):
+        out = job.fn(Inputs(cat, job.inputs))
+    unknown = set(out) - set(writes)
+    if unknown:
+        raise RuntimeError(f"stage {job.spec.name} returned tables {sorted(unknown)} it does not declare")
+    tables = {t: to_table(TABLES[t], list(out.get(t, ()))) for t in writes}
+    ref = cat.write_shard(key, tables, meta, run_id)
+    logger.info("%s: shard %s computed, %d rows in %.1f s", job.task_name, key, ref.rows, time.perf_counter() - t0)
+    return ref
+
+
+def stored(cat: Catalog, ref: ShardRef, table: str) -> list[Any]:
+    """The records one registered shard holds in `table`."""
+    return from_table(TABLES[table], cat.read(table, [ref.key]))

@@ -1,0 +1,61 @@
+"""MECAT captions: 6 kinds × 3 references per clip (focused strategy), and the rule-written absence captions.
+
+Each reference is an independent sample of the kind's focused prompt (small models asked for 3 paraphrases
+at once mostly repeat themselves); a reference equal to an earlier one is sent back for repair. Content
+captions whose content the domain decision says is absent are stated as absent by rule
+(`absent_captions = "rule"`, the sentences of prompts/absent.toml), as MECAT's references do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from earmark.prompts import file_sha
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import CAPTION_KINDS, Caption
+from earmark.stages.synthesis.common import CONTENT_KINDS, Outcome, Synth, ask
+from earmark.stages.synthesis.replies import MAX_CHARS, caption_reply, reply_schema
+
+PROMPTS = tuple(f"caption_{k}" for k in CAPTION_KINDS)
+
+
+def is_absent(ev: ClipEvidence, kind: str, s: Synth) -> bool:
+    return kind in CONTENT_KINDS and ev.domain[CONTENT_KINDS[kind]] == "0" and s.cfg.absent_captions == "rule"
+
+
+def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
+    prob = ev.num("content.sound_events" if kind == "sound" else f"content.{kind}") or 0.0
+    texts = s.phrases("absent")["captions"][kind]
+    sha = file_sha("absent", s.cfg.prompt_dir)
+    return [Caption(clip_id=ev.clip_id, domain=ev.domain, prompt_name="absent_rule", prompt_sha=sha, model="rule",
+                    confidence=round(1.0 - prob, 3), item_id=f"{ev.clip_id}:{kind}:{i}", kind=kind, ref_index=i,
+                    text=text)
+            for i, text in enumerate(texts)]
+
+
+def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
+    out = Outcome()
+    for kind in CAPTION_KINDS:
+        if is_absent(ev, kind, s):
+            out.rows += absent_rows(ev, kind, s)
+            continue
+        prompt = s.prompt(f"caption_{kind}")
+        messages = prompt.render(evidence_text=s.notes(ev, kind))
+        model = caption_reply(MAX_CHARS[kind])
+        seen: set[str] = set()
+
+        def parse(data: Any, model: Any = model, kind: str = kind, seen: set[str] = seen) -> Any:
+            reply = model.model_validate(data, context={"max_chars": MAX_CHARS[kind]})
+            if reply.caption.lower().rstrip(".") in seen:
+                raise ValueError("this caption repeats an earlier one; write a different one")
+            return reply
+
+        for i in range(3):
+            reply, raw, reason = ask(s, prompt, messages, reply_schema(model), parse, seed=s.seed + i)
+            if reply is None:
+                out.rejections.append(s.rejection(ev, "captions", prompt, f"{kind} reference {i}: {reason}", raw))
+                continue
+            seen.add(reply.caption.lower().rstrip("."))
+            out.rows.append(Caption(**s.lineage(ev, prompt), confidence=reply.confidence,
+                                    item_id=f"{ev.clip_id}:{kind}:{i}", kind=kind, ref_index=i, text=reply.caption))
+    return out

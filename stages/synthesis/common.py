@@ -1,0 +1,139 @@
+"""What every synthesis item type shares: the LLM protocol, sentence checks, and call → validate → repair.
+
+Every reply is JSON-schema constrained (schemas generated from the pydantic reply models in `replies`),
+validated with pydantic, sent back once for repair with the validation error (in the words of
+prompts/repair.toml), and otherwise kept as a `Rejection` with its reason and raw text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from earmark.config import SynthesizeSection
+from earmark.prompts import Phrases, Prompt, load_phrases, load_prompt
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import Rejection
+from earmark.stages.render import render, render_all
+
+CONTENT_KINDS = {"speech": 0, "music": 1, "sound": 2}  # index into the domain code
+_PLACEHOLDERS = ("...", "…", "<", ">", "{", "}", "caption 1", "caption1", "[", "]")
+_NON_LATIN = re.compile(r"[^\x00-\x7f\u00a0-\u024f\u2013-\u2026]")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+class LLM(Protocol):
+    model: str
+
+    def complete_json(self, messages: list[dict[str, str]], schema: dict[str, Any], *, max_tokens: int,
+                      temperature: float = ..., seed: int = ...) -> Any: ...
+
+
+@dataclass
+class Outcome:
+    rows: list[Any] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Synth:
+    """One synthesis run's LLM and settings (the config sections themselves, not copies)."""
+
+    llm: LLM
+    cfg: SynthesizeSection
+    seed: int = 0
+
+    def prompt(self, name: str) -> Prompt:
+        return load_prompt(name, self.cfg.prompt_dir)
+
+    def phrases(self, name: str) -> Phrases:
+        return load_phrases(name, self.cfg.prompt_dir)
+
+    def notes(self, ev: ClipEvidence, view: str) -> str:
+        """The evidence, rendered for one view (see earmark.stages.render)."""
+        return render(ev, view, self.phrases("evidence"))
+
+    def all_notes(self, ev: ClipEvidence) -> str:
+        return render_all(ev, self.phrases("evidence"))
+
+    def rejection(self, ev: ClipEvidence, table: str, prompt: Prompt, reason: str, raw: str = "") -> Rejection:
+        return Rejection(clip_id=ev.clip_id, table=table, prompt_name=prompt.name, prompt_sha=prompt.sha,
+                         model=self.llm.model, reason=reason, raw=raw[:4000])
+
+    def lineage(self, ev: ClipEvidence, prompt: Prompt) -> dict[str, Any]:
+        return {"clip_id": ev.clip_id, "domain": ev.domain, "prompt_name": prompt.name, "prompt_sha": prompt.sha,
+                "model": self.llm.model}
+
+
+# ------------------------------------------------------------------------------------ sentence checks
+def clean(text: str) -> str:
+    return " ".join(text.split())
+
+
+def check_sentence(text: str, min_words: int, max_words: int, max_chars: int | None = None) -> str:
+    """Whole sentences only. A reply the grammar's maxLength cut off is trimmed to its last full sentence
+    (or refused when it has none); a short reply that merely lacks its full stop gets one."""
+    text = clean(text)
+    if drift := _NON_LATIN.search(text):  # small models drift into another script mid-reply: keep what came before
+        if not _SENTENCE_END.search(text[: drift.start()]):
+            raise ValueError(f"non-English characters in text: {text[:80]!r}")
+        text = text[: drift.start()]
+    if text and text[-1] not in ".!?":
+        ends = [m.end() for m in _SENTENCE_END.finditer(text)]
+        if ends:
+            text = text[: ends[-1]]
+        elif max_chars is not None and len(text) >= 0.9 * max_chars:
+            raise ValueError(f"text stops mid-sentence: {text[:80]!r}")
+        else:
+            text = text.rstrip(",;:- ") + "."
+    n = len(text.split())
+    if n < min_words or n > max_words:
+        raise ValueError(f"{n} words, expected {min_words}-{max_words}: {text[:80]!r}")
+    low = text.lower()
+    if any(p in low for p in _PLACEHOLDERS):
+        raise ValueError(f"placeholder or markup left in text: {text[:80]!r}")
+    return text
+
+
+def check_question(v: str, max_chars: int) -> str:
+    """One question, ending at its first '?' (small models append chatter after it)."""
+    v = clean(v)
+    if "?" not in v:
+        raise ValueError(f"question must end with '?': {v[:80]!r}")
+    return check_sentence(v[: v.index("?") + 1], 3, 30, max_chars)
+
+
+def reason_of(exc: Exception, limit: int = 500) -> str:
+    if isinstance(exc, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())[:limit]
+    return str(exc)[:limit]
+
+
+# ------------------------------------------------------------------------------------------ the call
+def ask(s: Synth, prompt: Prompt, messages: list[dict[str, str]], schema: dict[str, Any],
+        parse: Callable[[Any], Any], seed: int) -> tuple[Any | None, str, str]:
+    """Call, validate, repair. Returns (parsed or None, raw text, reason if rejected)."""
+    repair = s.phrases("repair")
+    history = list(messages)
+    raw, reason = "", ""
+    for attempt in range(s.cfg.repair_attempts + 1):
+        result = s.llm.complete_json(history, schema, max_tokens=prompt.max_tokens, temperature=prompt.temperature,
+                                     seed=seed + 1000 * attempt)
+        raw = result.text or ""
+        if result.data is None:
+            reason = result.error or repair["not_json"]
+        else:
+            try:
+                return parse(result.data), raw, ""
+            except (ValidationError, ValueError) as exc:
+                reason = reason_of(exc)
+        hint = repair["shorter"] if "mid-sentence" in reason else ""
+        history = list(messages) + [
+            {"role": "assistant", "content": raw[:2000]},
+            {"role": "user", "content": repair["request"].format(reason=reason, hint=hint)},
+        ]
+    return None, raw, reason

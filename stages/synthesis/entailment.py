@@ -1,0 +1,69 @@
+"""Audio-Entailment hypotheses (Deshmukh et al.): per clip one entailment, one neutral, one contradiction.
+
+The premise is the clip's first long caption (else its first short one); one call writes a short reasoning
+and the three hypotheses. Validation enforces the paper's generation rules a machine can check: whole
+sentences, three different hypotheses, none a copy of the premise, a contradiction without negation words
+(the paper's "easy contradiction" shortcut).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import Caption, EntailmentHypothesis
+from earmark.stages.synthesis.common import Outcome, Synth, ask
+from earmark.stages.synthesis.replies import EntailmentReply, reply_schema
+
+PROMPTS = ("entailment",)
+LABELS = ("entailment", "neutral", "contradiction")
+_WORDS = re.compile(r"[a-z0-9']+")
+
+
+def _norm(text: str) -> str:
+    return " ".join(_WORDS.findall(text.lower()))
+
+
+def check_entailment_set(reply: EntailmentReply, premise: str) -> EntailmentReply:
+    """Three different hypotheses, none a copy of the premise."""
+    seen: dict[str, str] = {}
+    for label in LABELS:
+        n = _norm(getattr(reply, label))
+        if n == _norm(premise) or (len(n) > 20 and n in _norm(premise)):
+            raise ValueError(f"the {label} hypothesis copies the premise; write a new sentence")
+        if n in seen:
+            raise ValueError(f"the {label} and {seen[n]} hypotheses are the same; make them different")
+        seen[n] = label
+    return reply
+
+
+def premise_for(clip_id: str, captions: Sequence[Caption]) -> Caption | None:
+    """The clip's first long caption (the Audio Entailment premise), else its first short one."""
+    for kind in ("long", "short"):
+        got = sorted((c for c in captions if c.clip_id == clip_id and c.kind == kind), key=lambda c: c.ref_index)
+        if got:
+            return got[0]
+    return None
+
+
+def hypothesis_rows(ev: ClipEvidence, s: Synth, lineage: dict, reply: EntailmentReply, premise: Caption,
+                    confidence: float) -> list[EntailmentHypothesis]:
+    return [EntailmentHypothesis(**lineage, confidence=confidence, item_id=f"{ev.clip_id}:entailment:{label}",
+                                 premise_kind=premise.kind, premise=premise.text, label=label,
+                                 hypothesis=getattr(reply, label))
+            for label in LABELS]
+
+
+def entailment_clip(ev: ClipEvidence, captions: Sequence[Caption], s: Synth) -> Outcome:
+    prompt = s.prompt("entailment")
+    premise = premise_for(ev.clip_id, captions)
+    if premise is None:
+        return Outcome([], [s.rejection(ev, "entailment", prompt,
+                                        "no long or short caption to use as the premise (see captions rejections)")])
+    messages = prompt.render(premise=premise.text, evidence_text=s.notes(ev, "environment"))
+    reply, raw, reason = ask(s, prompt, messages, reply_schema(EntailmentReply),
+                             lambda d: check_entailment_set(EntailmentReply.model_validate(d), premise.text), s.seed)
+    if reply is None:
+        return Outcome([], [s.rejection(ev, "entailment", prompt, reason, raw)])
+    return Outcome(hypothesis_rows(ev, s, s.lineage(ev, prompt), reply, premise, reply.confidence), [])

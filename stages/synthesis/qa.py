@@ -1,0 +1,58 @@
+"""MECAT open QA: 5 pairs per clip over the 6 categories, with difficulty; one focused call per pair.
+
+Which category is left out rotates with the clip id; each category's focus words are in prompts/qa.toml
+and each sees its own evidence view (`QA_EVIDENCE`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import QA_CATEGORIES, QAPair
+from earmark.stages.synthesis.common import Outcome, Synth, ask
+from earmark.stages.synthesis.replies import QAItem, reply_schema
+
+PROMPTS = ("qa",)
+DIFFICULTY = ("basic", "intermediate", "intermediate", "advanced", "complex")
+# Which evidence view each QA category sees (see earmark.stages.render).
+QA_EVIDENCE = {
+    "direct_perception": "short",
+    "sound_characteristics": "long",
+    "quality_assessment": "environment",
+    "environment_reasoning": "long",
+    "inference_judgement": "long",
+    "application_context": "short",
+}
+
+
+def qa_plan(clip_id: str, n: int = 5) -> list[dict[str, str]]:
+    """(category, difficulty) of the clip's n pairs: all categories but one, rotating with the clip id."""
+    skip = int(clip_id[:8], 16) % len(QA_CATEGORIES) if len(QA_CATEGORIES) > n else -1
+    cats = [c for i, c in enumerate(QA_CATEGORIES) if i != skip][:n]
+    return [{"category": c, "difficulty": DIFFICULTY[i]} for i, c in enumerate(cats)]
+
+
+def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
+    prompt = s.prompt("qa")
+    out = Outcome()
+    asked: set[str] = set()
+
+    def parse(data: Any) -> QAItem:
+        item = QAItem.model_validate(data)
+        if item.question.lower() in asked:
+            raise ValueError("this question repeats an earlier one; ask a different one")
+        return item
+
+    for i, p in enumerate(qa_plan(ev.clip_id, n)):
+        messages = prompt.render(evidence_text=s.notes(ev, QA_EVIDENCE[p["category"]]),
+                                 focus=prompt.data["focus"][p["category"]], difficulty=p["difficulty"])
+        item, raw, reason = ask(s, prompt, messages, reply_schema(QAItem), parse, seed=s.seed + i)
+        if item is None:
+            out.rejections.append(s.rejection(ev, "qa", prompt, f"{p['category']} pair: {reason}", raw))
+            continue
+        asked.add(item.question.lower())
+        out.rows.append(QAPair(**s.lineage(ev, prompt), confidence=item.confidence, item_id=f"{ev.clip_id}:qa:{i}",
+                               qa_index=i, category=p["category"], difficulty=p["difficulty"],
+                               question=item.question, answer=item.answer))
+    return out

@@ -1,0 +1,100 @@
+"""Every word sent to an LLM lives in prompts/, and each file is in the key of exactly the shards rendered from
+it: editing one file and rebuilding a real small dataset (SmolLM2) recomputes exactly those shards and what
+depends on them; every other shard is reused. A file a stage reads without declaring it fails the stage
+(earmark.prompts.only), so the table below cannot silently miss a dependency.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from earmark.config import load_config
+from earmark.corpus import generate_corpus
+from earmark.flows.build import run_build
+from earmark.prompts import PROMPT_DIR, prompt_files
+
+pytestmark = pytest.mark.slow
+
+ITEMS = {"synthesize:captions", "synthesize:qa", "synthesize:entailment", "synthesize:instructions"}
+AFTER = {"filter", "publish"}  # any item change gives new QC verdicts and a new version
+CAPTIONS = {"synthesize:captions", "synthesize:entailment"} | AFTER  # entailment premises are captions
+# file → the build stages that must recompute after it is edited (nothing else may)
+EXPECTED: dict[str, set[str]] = {
+    **{f"caption_{k}": CAPTIONS for k in ("short", "long", "speech", "music", "sound", "environment")},
+    "absent": CAPTIONS,
+    "qa": {"synthesize:qa"} | AFTER,
+    "entailment": {"synthesize:entailment"} | AFTER,
+    "ifeval": {"synthesize:instructions"} | AFTER,
+    "evidence": ITEMS | AFTER,  # every item's notes, and the offline margin filter's anchor text
+    "repair": ITEMS | AFTER,
+    "joint": set(),  # the joint strategy's prompt: not used by this (focused) build
+    "description": set(),  # the paper profile's audio-LM description expert
+    "mecat_eval": set(),  # asked of a model under test by `evaluate --endpoint`
+    "entailment_judge": set(),  # evaluation only (tests/test_evaluate_flow.py checks their keys)
+    "ifeval_judge": set(),
+}
+
+
+def _computed(result) -> set[str]:
+    return {stage for stage, n in result["shards"].items() if n["computed"]}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, prefect_harness):
+    root = tmp_path_factory.mktemp("prompt-edits")
+    items = generate_corpus(root / "corpus", per_domain=1, seed=3)
+    inputs = root / "inputs"
+    inputs.mkdir()
+    speech = next(i for i in items if i.domain == "S0A")
+    shutil.copy(speech.path, inputs / speech.path.name)
+    prompts = root / "prompts"
+    shutil.copytree(PROMPT_DIR, prompts, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    cfg = load_config(None, {"data_root": str(root / "data"), "dataset": "edits", "inputs": [str(inputs)],
+                             "llm.model": "smollm2-135m-instruct", "synthesize.prompt_dir": str(prompts),
+                             "filter.margin_backend": "off"})
+    first = run_build(cfg)
+    return cfg, prompts, first
+
+
+def test_the_table_covers_every_prompt_file(project):
+    _, prompts, _ = project
+    assert set(prompt_files(prompts)) == set(EXPECTED) == set(prompt_files())
+
+
+def test_editing_each_file_recomputes_exactly_its_dependents(project):
+    cfg, prompts, first = project
+    assert first["llm"]["calls"] > 0 and _computed(first) >= ITEMS | AFTER
+    again = run_build(cfg)
+    assert _computed(again) == set() and again["llm"]["calls"] == 0 and again["version"] == first["version"]
+    for name, expected in EXPECTED.items():
+        path = prompts / f"{name}.toml"
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# edited by tests/test_prompt_edits.py\n")
+        try:
+            edited = run_build(cfg)
+        finally:
+            path.write_bytes(original)
+        # The previous file is back as it was, so its shards come from the catalog again; only the version
+        # (publish) may differ from the previous build's.
+        assert _computed(edited) - {"publish"} == expected - {"publish"}, name
+        assert "publish" in _computed(edited) or not expected, name
+        # a comment changes no rendered request: every LLM reply comes from the request cache
+        assert edited["llm"]["calls"] == 0, name
+    restored = run_build(cfg)  # every file as it was: the first build's shards and a version equal to the first
+    assert _computed(restored) - {"publish"} == set() and restored["llm"]["calls"] == 0
+
+
+def test_a_wording_change_reaches_the_model_only_for_its_own_requests(project):
+    cfg, prompts, _ = project
+    path = prompts / "caption_short.toml"
+    original = path.read_text()
+    path.write_text(original.replace("Write one caption", "Write one short caption", 1))
+    try:
+        edited = run_build(cfg)
+    finally:
+        path.write_text(original)
+    assert _computed(edited) == CAPTIONS
+    # only the 3 short-caption references (and their repairs, if any) missed the request cache
+    assert 3 <= edited["llm"]["calls"] <= 6
