@@ -20,9 +20,15 @@ import duckdb
 
 LINEAGE = {"prompt_sha", "expert_version", "evidence_sha", "audio_flac", "evidence_json", "facts", "eval_id"}
 KEYS = {
-    "captions": ("item_id",), "qa": ("item_id",), "entailment": ("item_id",), "instructions": ("item_id",),
-    "qc": ("item_table", "item_id", "check"), "rejections": ("clip_id", "table", "reason"),
-    "clips": ("clip_id",), "quarantine": ("source_path",), "reviews": ("item_table", "item_id", "decided_at"),
+    "captions": ("item_id",),
+    "qa": ("item_id",),
+    "entailment": ("item_id",),
+    "instructions": ("item_id",),
+    "qc": ("item_table", "item_id", "check"),
+    "rejections": ("clip_id", "table", "reason"),
+    "clips": ("clip_id",),
+    "quarantine": ("source_path",),
+    "reviews": ("item_table", "item_id", "decided_at"),
 }
 
 
@@ -45,8 +51,12 @@ def _same(a, b) -> bool:
 def compare(old: Path, new: Path, show: int) -> int:
     a = duckdb.connect(str(old / "catalog.duckdb"), read_only=True)
     b = duckdb.connect(str(new / "catalog.duckdb"), read_only=True)
-    views = lambda con: {r[0] for r in con.execute(  # noqa: E731
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'VIEW'").fetchall()}
+    views = lambda con: {
+        r[0]
+        for r in con.execute(  # noqa: E731
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'VIEW'"
+        ).fetchall()
+    }
     tables = sorted(views(a) & views(b))
     print("| table | old rows | new rows | identical | changed | only old | only new |\n|---|---|---|---|---|---|---|")
     changes: list[str] = []
@@ -67,8 +77,10 @@ def compare(old: Path, new: Path, show: int) -> int:
             changed += 1
             diff = {c: (x, y) for c, x, y in zip(cols, by_a[k], by_b[k]) if not _same(x, y)}
             if len(changes) < show:
-                changes.append(f"- {table} {k}: " + "; ".join(f"{c}: {str(x)[:90]!r} → {str(y)[:90]!r}"
-                                                              for c, (x, y) in diff.items()))
+                changes.append(
+                    f"- {table} {k}: "
+                    + "; ".join(f"{c}: {str(x)[:90]!r} → {str(y)[:90]!r}" for c, (x, y) in diff.items())
+                )
         only_a, only_b = len(by_a.keys() - by_b.keys()), len(by_b.keys() - by_a.keys())
         total_changed += changed + only_a + only_b
         print(f"| {table} | {len(rows_a)} | {len(rows_b)} | {same} | {changed} | {only_a} | {only_b} |")

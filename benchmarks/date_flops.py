@@ -28,7 +28,7 @@ def token_counts(model, texts: list[str], batch: int = 32) -> tuple[int, int, in
     unique = sorted(set(texts))
     lengths = _tokenize(model, unique)["attention_mask"].sum(1)
     ordered = torch.sort(lengths, descending=True).values
-    padded = sum(int(ordered[i:i + batch].max()) * len(ordered[i:i + batch]) for i in range(0, len(ordered), batch))
+    padded = sum(int(ordered[i : i + batch].max()) * len(ordered[i : i + batch]) for i in range(0, len(ordered), batch))
     return len(unique), int(lengths.sum()), padded, float((lengths.float() ** 2).sum())
 
 
@@ -56,8 +56,10 @@ def main() -> None:
         for _ in range(n):
             a @ b
         rate = 2 * 512 * h * ff * n / (time.perf_counter() - t0) / 1e9
-        print(f"fp32 GEMM {512}x{h}x{ff}, {threads} thread(s): {rate:.0f} GFLOP/s -> "
-              f"an exact forward pass needs >= {total / 1e9 / rate:.1f} s")
+        print(
+            f"fp32 GEMM {512}x{h}x{ff}, {threads} thread(s): {rate:.0f} GFLOP/s -> "
+            f"an exact forward pass needs >= {total / 1e9 / rate:.1f} s"
+        )
 
 
 if __name__ == "__main__":

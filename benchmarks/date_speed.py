@@ -58,9 +58,13 @@ def run_official(cands, refs, device: str) -> tuple[pd.DataFrame, float]:
     keys = [f"s{i:05d}" for i in range(len(cands))]
     frame = pd.DataFrame(columns=["sample_id", "field_type", "delta", "similarity", "discrimination", "date"])
     start = time.perf_counter()
-    _, frame = model(ref_data={k: {"long": r} for k, r in zip(keys, refs)},
-                     val_data={k: {"long": [c]} for k, c in zip(keys, cands)},
-                     group_name="content_long", dataframe=frame, field_type="long")
+    _, frame = model(
+        ref_data={k: {"long": r} for k, r in zip(keys, refs)},
+        val_data={k: {"long": [c]} for k, c in zip(keys, cands)},
+        group_name="content_long",
+        dataframe=frame,
+        field_type="long",
+    )
     return frame, time.perf_counter() - start
 
 
@@ -97,18 +101,23 @@ def main() -> None:
 
     print(f"group content_long, {len(cands)} clips, device {args.device}")
     print(f"official mecat DATE (1 thread, pinned by mecat) : {t_official:8.3f} s")
-    rows = [(f"metrics.date, {args.threads} thread(s)", t_ours),
-            (f"metrics.date, {os.cpu_count()} threads", t_all),
-            (f"metrics.date, {args.threads} thread(s), references cached", t_warm)]
+    rows = [
+        (f"metrics.date, {args.threads} thread(s)", t_ours),
+        (f"metrics.date, {os.cpu_count()} threads", t_all),
+        (f"metrics.date, {args.threads} thread(s), references cached", t_warm),
+    ]
     for name, t in rows:
         print(f"{name:48s}: {t:8.3f} s   speed-up {t_official / t:6.1f}x   (best of {args.repeat})")
     for col in ("similarity", "discrimination", "date"):
         theirs = frame[col].to_numpy(dtype=np.float64)
         diff = np.abs(getattr(ours, col).astype(np.float64) - theirs)
         diff_warm = np.abs(getattr(warm, col).astype(np.float64) - theirs)
-        print(f"max |Δ| {col:15s}: {diff.max():.2e} (cached refs {diff_warm.max():.2e}); "
-              f"samples differing > 1e-4: {(diff > 1e-4).sum()}")
+        print(
+            f"max |Δ| {col:15s}: {diff.max():.2e} (cached refs {diff_warm.max():.2e}); "
+            f"samples differing > 1e-4: {(diff > 1e-4).sum()}"
+        )
     print(f"mean DATE official {frame['date'].astype(float).mean():.4f}  ours {ours.date.mean():.4f}")
+
 
 if __name__ == "__main__":
     main()

@@ -33,24 +33,43 @@ def main() -> None:
     walls = []
     for _ in range(2):
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "earmark.cli", "demo", "--data-root", str(args.data_root),
-                        "--llm-model", args.model, "--per-domain", str(args.per_domain)], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "earmark.cli",
+                "demo",
+                "--data-root",
+                str(args.data_root),
+                "--llm-model",
+                args.model,
+                "--per-domain",
+                str(args.per_domain),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         walls.append(time.perf_counter() - t0)
     con = duckdb.connect(str(args.data_root / "demo" / "catalog.duckdb"), read_only=True)
     runs = con.execute("SELECT stats_json FROM runs ORDER BY started_at").fetchall()[-2:]
     clips = con.execute("SELECT count(*) FROM clips").fetchone()[0]
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}; "
-          f"model {args.model}; {clips} clips")
-    print("| run | total (process) | ingest | analyze | synthesize | filter | publish | shards computed | LLM calls | completion tokens |")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}; "
+        f"model {args.model}; {clips} clips"
+    )
+    print(
+        "| run | total (process) | ingest | analyze | synthesize | filter | publish | shards computed | LLM calls | completion tokens |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, wall, (stats_json,) in zip(("first", "re-run"), walls, runs):
         s = json.loads(stats_json)
         t = s["timings_s"]
         computed = sum(v["computed"] for v in s["shards"].values())
         llm = s["llm"] or {}
-        print(f"| {name} | {wall:.0f} s | {t['ingest']:.1f} | {t['analyze']:.1f} | {t['synthesize']:.1f} | "
-              f"{t['filter']:.1f} | {t['publish']:.1f} | {computed} | {llm.get('calls', 0)} | {llm.get('completion_tokens', 0)} |")
+        print(
+            f"| {name} | {wall:.0f} s | {t['ingest']:.1f} | {t['analyze']:.1f} | {t['synthesize']:.1f} | "
+            f"{t['filter']:.1f} | {t['publish']:.1f} | {computed} | {llm.get('calls', 0)} | {llm.get('completion_tokens', 0)} |"
+        )
 
 
 if __name__ == "__main__":

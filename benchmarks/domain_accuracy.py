@@ -67,16 +67,29 @@ def run(seed: int, per_domain: int, workdir: Path) -> dict:
     for file, true, dec in zip(files, truth, decisions):
         matrix[DOMAIN_CODES.index(true), DOMAIN_CODES.index(dec.domain)] += 1
         if dec.domain != true:
-            errors.append({"clip": file, "true": true, "pred": dec.domain, "speech_prob": dec.speech_prob,
-                           "music_prob": dec.music_prob, "sound_prob": dec.sound_prob})
+            errors.append(
+                {
+                    "clip": file,
+                    "true": true,
+                    "pred": dec.domain,
+                    "speech_prob": dec.speech_prob,
+                    "music_prob": dec.music_prob,
+                    "sound_prob": dec.sound_prob,
+                }
+            )
     flags = np.array([domain_flags(t) for t in truth])
     preds = np.array([domain_flags(d.domain) for d in decisions])
     return {
-        "seed": seed, "per_domain": per_domain, "clips": len(clips), "backend": domain.backend,
+        "seed": seed,
+        "per_domain": per_domain,
+        "clips": len(clips),
+        "backend": domain.backend,
         "accuracy": float(np.trace(matrix) / matrix.sum()),
         "flag_accuracy": {k: float(np.mean(flags[:, i] == preds[:, i])) for i, k in enumerate(FLAGS)},
-        "labels": list(DOMAIN_CODES), "confusion": matrix.tolist(),
-        "seconds_per_clip": timings, "errors": errors,
+        "labels": list(DOMAIN_CODES),
+        "confusion": matrix.tolist(),
+        "seconds_per_clip": timings,
+        "errors": errors,
     }
 
 
@@ -90,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         result = run(args.seed, args.per_domain, args.workdir or Path(tmp))
     matrix = np.array(result["confusion"])
-    print(f"seed {result['seed']}: {result['clips']} clips, accuracy {result['accuracy']:.1%} "
-          f"(speech {result['flag_accuracy']['speech']:.1%}, music {result['flag_accuracy']['music']:.1%}, "
-          f"sound {result['flag_accuracy']['sound']:.1%})\n")
+    print(
+        f"seed {result['seed']}: {result['clips']} clips, accuracy {result['accuracy']:.1%} "
+        f"(speech {result['flag_accuracy']['speech']:.1%}, music {result['flag_accuracy']['music']:.1%}, "
+        f"sound {result['flag_accuracy']['sound']:.1%})\n"
+    )
     print(confusion_markdown(matrix))
     print("\nseconds per clip: " + ", ".join(f"{k} {v:.3f}" for k, v in result["seconds_per_clip"].items()))
     if args.out:

@@ -46,11 +46,21 @@ def run(per_domain: int, seed: int, workdir: Path) -> dict:
         records = expert.analyze(clips, context)
         took = time.perf_counter() - start
         context[name] = {r.clip_id: r for r in records}
-        per_expert[name] = {"backend": expert.backend, "seconds": round(took, 2), "warmup_s": round(warm, 2),
-                            "x_realtime": round(audio_s / took, 1)}
+        per_expert[name] = {
+            "backend": expert.backend,
+            "seconds": round(took, 2),
+            "warmup_s": round(warm, 2),
+            "x_realtime": round(audio_s / took, 1),
+        }
     total = sum(v["seconds"] for v in per_expert.values())
-    return {"clips": len(clips), "audio_s": round(audio_s, 1), "cpu_count": os.cpu_count(),
-            "experts": per_expert, "total_s": round(total, 2), "total_x_realtime": round(audio_s / total, 1)}
+    return {
+        "clips": len(clips),
+        "audio_s": round(audio_s, 1),
+        "cpu_count": os.cpu_count(),
+        "experts": per_expert,
+        "total_s": round(total, 2),
+        "total_x_realtime": round(audio_s / total, 1),
+    }
 
 
 def markdown(result: dict) -> str:

@@ -57,8 +57,13 @@ def build(root: Path, device: str) -> None:
 def clips(n: int, seconds: float) -> list[ClipAudio]:
     rng = np.random.default_rng(0)
     t = np.arange(int(seconds * 16_000)) / 16_000
-    return [ClipAudio(f"c{i}", (0.05 * rng.standard_normal(t.size) + 0.2 * np.sin(2 * np.pi * (200 + 50 * i) * t))
-                      .astype(np.float32)) for i in range(n)]
+    return [
+        ClipAudio(
+            f"c{i}",
+            (0.05 * rng.standard_normal(t.size) + 0.2 * np.sin(2 * np.pi * (200 + 50 * i) * t)).astype(np.float32),
+        )
+        for i in range(n)
+    ]
 
 
 def timed(name: str, expert, batch: list[ClipAudio], context: dict, audio_s: float) -> dict:
@@ -78,7 +83,9 @@ def main() -> None:
     ap.add_argument("--clip-s", type=float, default=10.0)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--asr-tokens", type=int, default=40)
-    ap.add_argument("--compute-type", default=None, help="CTranslate2 compute type (default int8 on cpu, float16 on cuda)")
+    ap.add_argument(
+        "--compute-type", default=None, help="CTranslate2 compute type (default int8 on cpu, float16 on cuda)"
+    )
     ap.add_argument("--models-dir", type=Path, default=Path("/tmp/earmark-bench-models"))
     ap.add_argument("--only", default="tags,asr,dnsmos,nisqa,separation")
     args = ap.parse_args()
@@ -86,21 +93,52 @@ def main() -> None:
     build(args.models_dir, args.device)
     batch = clips(args.clips, args.clip_s)
     audio_s = args.clips * args.clip_s
-    vad = {c.clip_id: SpeechActivity(clip_id=c.clip_id, expert="vad", backend="bench", expert_version="1",
-                                     segments=[], speech_s=args.clip_s, speech_ratio=1.0, max_prob=1.0) for c in batch}
+    vad = {
+        c.clip_id: SpeechActivity(
+            clip_id=c.clip_id,
+            expert="vad",
+            backend="bench",
+            expert_version="1",
+            segments=[],
+            speech_s=args.clip_s,
+            speech_ratio=1.0,
+            max_prob=1.0,
+        )
+        for c in batch
+    }
     rows = []
     if "tags" in only:
         from earmark.experts.paper.tagger import AudioSetTagsExpert
 
-        rows.append(timed("tags", AudioSetTagsExpert(TAGGER, args.models_dir, device=args.device,
-                                                     batch_size=args.batch_size), batch, {}, audio_s))
+        rows.append(
+            timed(
+                "tags",
+                AudioSetTagsExpert(TAGGER, args.models_dir, device=args.device, batch_size=args.batch_size),
+                batch,
+                {},
+                audio_s,
+            )
+        )
     if "asr" in only:
         from earmark.experts.paper.asr import FasterWhisperPaperExpert
 
         ct = args.compute_type or ("float16" if args.device == "cuda" else "int8")
-        rows.append(timed("asr", FasterWhisperPaperExpert(WHISPER, args.models_dir, device=args.device, compute_type=ct,
-                                                          batch_size=args.batch_size, max_new_tokens=args.asr_tokens),
-                          batch, {"vad": vad}, audio_s))
+        rows.append(
+            timed(
+                "asr",
+                FasterWhisperPaperExpert(
+                    WHISPER,
+                    args.models_dir,
+                    device=args.device,
+                    compute_type=ct,
+                    batch_size=args.batch_size,
+                    max_new_tokens=args.asr_tokens,
+                ),
+                batch,
+                {"vad": vad},
+                audio_s,
+            )
+        )
     if "dnsmos" in only:
         from earmark.experts.quality import DNSMOSExpert
 
@@ -108,28 +146,59 @@ def main() -> None:
     if "nisqa" in only and model_path(NISQA, args.models_dir).exists():
         from earmark.experts.paper.nisqa import NISQAExpert
 
-        rows.append(timed("nisqa", NISQAExpert(NISQA, args.models_dir, device=args.device, batch_size=args.batch_size),
-                          batch, {}, audio_s))
+        rows.append(
+            timed(
+                "nisqa",
+                NISQAExpert(NISQA, args.models_dir, device=args.device, batch_size=args.batch_size),
+                batch,
+                {},
+                audio_s,
+            )
+        )
     if "separation" in only:
         if importlib.util.find_spec("demucs") and (args.models_dir / "demucs" / "htdemucs.yaml").exists():
             from earmark.experts.paper.music import DemucsSeparationExpert
             from earmark.experts.paper.tagger import TaggerDomainExpert
             from earmark.schemas.records import SoundEvents
 
-            ev = SoundEvents(clip_id="x", expert="tags", backend="b", expert_version="1", label_set="audioset-527",
-                             window_s=2.0, windows=[], clip_tags=[])
+            ev = SoundEvents(
+                clip_id="x",
+                expert="tags",
+                backend="b",
+                expert_version="1",
+                label_set="audioset-527",
+                window_s=2.0,
+                windows=[],
+                clip_tags=[],
+            )
             music = TaggerDomainExpert("bench").decide("x", ev).model_copy(update={"domain": "0M0"})
             dom = {c.clip_id: music.model_copy(update={"clip_id": c.clip_id}) for c in batch}
-            rows.append(timed("separation", DemucsSeparationExpert("htdemucs", args.models_dir, device=args.device),
-                              batch, {"domain": dom}, audio_s))
+            rows.append(
+                timed(
+                    "separation",
+                    DemucsSeparationExpert("htdemucs", args.models_dir, device=args.device),
+                    batch,
+                    {"domain": dom},
+                    audio_s,
+                )
+            )
         else:
             print(json.dumps({"expert": "separation", "skipped": "demucs package or htdemucs weights not present"}))
     core = [r for r in rows if r["expert"] in ("tags", "asr", "separation", "dnsmos")]
     total = sum(r["wall_s"] for r in core)
-    print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cpu", "device": args.device,
-                      "clips": args.clips, "clip_s": args.clip_s, "audio_s": audio_s,
-                      "tags+asr+separation+dnsmos x_realtime": round(audio_s / total, 2) if total else None,
-                      "experts_timed": [r["expert"] for r in core]}))
+    print(
+        json.dumps(
+            {
+                "machine": f"{platform.machine()} {os.cpu_count()} cpu",
+                "device": args.device,
+                "clips": args.clips,
+                "clip_s": args.clip_s,
+                "audio_s": audio_s,
+                "tags+asr+separation+dnsmos x_realtime": round(audio_s / total, 2) if total else None,
+                "experts_timed": [r["expert"] for r in core],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -29,63 +29,99 @@ from collections import defaultdict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from earmark.config import FilterSection  # noqa: E402
 from earmark.metrics.similarity import embed, load_sbert  # noqa: E402
+from earmark.prompts import load_phrases  # noqa: E402
+from earmark.schemas.evidence import ClipEvidence  # noqa: E402
 from earmark.schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
-from earmark.stages.margin import EvidenceSbertBackend, MarginSettings, margin_checks  # noqa: E402
-from earmark.stages.qc import ClipContext, FilterSettings, run_checks  # noqa: E402
-from earmark.stages.synthesis.focused import ABSENT_TEXT  # noqa: E402
+from earmark.stages.evidence import evidence_of  # noqa: E402
+from earmark.stages.margin import EvidenceSbertBackend, margin_checks  # noqa: E402
+from earmark.stages.qc import ClipContext, run_checks  # noqa: E402
+
+ABSENT_TEXT = load_phrases("absent")["captions"]
 
 TRANSCRIPTS = [
-    "the train to the airport leaves from platform four", "please remember to bring your passport tomorrow",
-    "we will start the meeting with the budget review", "the soup needs another ten minutes on the stove",
-    "turn left at the bakery and walk two blocks", "our team won the match in the final minute",
-    "the library closes early on public holidays", "can you hand me the blue folder on the desk",
-    "the weather will be sunny and warm all weekend", "i planted tomatoes and basil in the garden",
-    "the concert tickets sold out within an hour", "my grandmother taught me how to knit scarves",
-    "the printer on the second floor is jammed again", "let us review chapter seven before the exam",
-    "the new bridge opens to traffic next spring", "he parked the red car behind the old warehouse",
-    "the children are building a sandcastle at the beach", "the doctor said to rest for three days",
-    "the museum has a new exhibit about ancient egypt", "we ordered pizza with mushrooms and olives",
-    "the flight was delayed because of heavy fog", "she practices the violin every morning at seven",
-    "the recipe calls for two cups of flour", "the river flooded the fields after the storm",
+    "the train to the airport leaves from platform four",
+    "please remember to bring your passport tomorrow",
+    "we will start the meeting with the budget review",
+    "the soup needs another ten minutes on the stove",
+    "turn left at the bakery and walk two blocks",
+    "our team won the match in the final minute",
+    "the library closes early on public holidays",
+    "can you hand me the blue folder on the desk",
+    "the weather will be sunny and warm all weekend",
+    "i planted tomatoes and basil in the garden",
+    "the concert tickets sold out within an hour",
+    "my grandmother taught me how to knit scarves",
+    "the printer on the second floor is jammed again",
+    "let us review chapter seven before the exam",
+    "the new bridge opens to traffic next spring",
+    "he parked the red car behind the old warehouse",
+    "the children are building a sandcastle at the beach",
+    "the doctor said to rest for three days",
+    "the museum has a new exhibit about ancient egypt",
+    "we ordered pizza with mushrooms and olives",
+    "the flight was delayed because of heavy fog",
+    "she practices the violin every morning at seven",
+    "the recipe calls for two cups of flour",
+    "the river flooded the fields after the storm",
 ]
-MUSIC = [("slow", 70, "A minor", "a gentle piano melody with sustained chords"),
-         ("moderate", 100, "C major", "an acoustic guitar strumming a steady rhythm"),
-         ("fast", 140, "E minor", "an energetic drum groove with a bass line"),
-         ("slow", 60, "D major", "soft string pads holding long notes"),
-         ("moderate", 110, "G major", "a bright synthesizer arpeggio over a beat"),
-         ("fast", 150, "F minor", "rapid electronic percussion and stabs")]
-SOUNDS = [("impulsive sound", "knocking on a wooden door, then footsteps"),
-          ("noise", "steady rain falling with gusts of wind"),
-          ("tonal sound", "a high electronic beep repeating and a low hum"),
-          ("impulsive sound", "a dog barking several times in the yard"),
-          ("noise", "traffic passing on a wet road"),
-          ("tonal sound", "a kettle whistling in a kitchen")]
+MUSIC = [
+    ("slow", 70, "A minor", "a gentle piano melody with sustained chords"),
+    ("moderate", 100, "C major", "an acoustic guitar strumming a steady rhythm"),
+    ("fast", 140, "E minor", "an energetic drum groove with a bass line"),
+    ("slow", 60, "D major", "soft string pads holding long notes"),
+    ("moderate", 110, "G major", "a bright synthesizer arpeggio over a beat"),
+    ("fast", 150, "F minor", "rapid electronic percussion and stabs"),
+]
+SOUNDS = [
+    ("impulsive sound", "knocking on a wooden door, then footsteps"),
+    ("noise", "steady rain falling with gusts of wind"),
+    ("tonal sound", "a high electronic beep repeating and a low hum"),
+    ("impulsive sound", "a dog barking several times in the yard"),
+    ("noise", "traffic passing on a wet road"),
+    ("tonal sound", "a kettle whistling in a kitchen"),
+]
 
 
-def evidence(clip: str, domain: str, i: int, transcript: str | None) -> dict:
+def evidence(clip: str, domain: str, i: int, transcript: str | None) -> ClipEvidence:
     speech, music, sound = domain[0] == "S", domain[1] == "M", domain[2] == "A"
     tempo_word, bpm, key, _ = MUSIC[i % len(MUSIC)]
     tag, _ = SOUNDS[i % len(SOUNDS)]
-    ev = {"clip_id": clip, "duration_s": 10.0, "domain": domain,
-          "content": {"speech": {"present": speech, "prob": 0.95 if speech else 0.03},
-                      "music": {"present": music, "prob": 0.9 if music else 0.05},
-                      "sound_events": {"present": sound, "prob": 0.85 if sound else 0.05},
-                      "silent": domain == "000", "backend": "heuristic:dsp-v1"},
-          "signal": {}, "levels": {"lufs": -18.0 - i % 10, "rms_dbfs": -20.0, "clipping_ratio": 0.0,
-                                   "silence_ratio": 0.9 if domain == "000" else 0.05},
-          "quality": {"dnsmos_ovrl": 2.5 + (i % 4) * 0.3, "dnsmos_bak": 2.8 + (i % 3) * 0.4},
-          "acoustics": {"rt60_s": 0.2 + (i % 3) * 0.3, "snr_db": 8.0 + (i % 4) * 8, "bandwidth_hz": 7800.0}}
-    ev["speech"] = ({"speech_s": 7.0, "speech_ratio": 0.7, "segments": 2, "transcript": transcript, "words_per_s": 2.4}
-                    if speech else {"speech_s": 0.0, "speech_ratio": 0.0, "segments": 0})
+    values: dict = {
+        "levels.lufs": -18.0 - i % 10,
+        "levels.rms_dbfs": -20.0,
+        "levels.clipping_ratio": 0.0,
+        "levels.silence_ratio": 0.9 if domain == "000" else 0.05,
+        "quality.dnsmos_ovrl": 2.5 + (i % 4) * 0.3,
+        "quality.dnsmos_bak": 2.8 + (i % 3) * 0.4,
+        "acoustics.rt60_s": 0.2 + (i % 3) * 0.3,
+        "acoustics.snr_db": 8.0 + (i % 4) * 8,
+        "acoustics.bandwidth_hz": 7800.0,
+    }
+    if speech:
+        values |= {
+            "speech.seconds": 7.0,
+            "speech.ratio": 0.7,
+            "speech.segments": 2,
+            "speech.transcript": transcript,
+            "speech.words_per_s": 2.4,
+        }
+    else:
+        values |= {"speech.seconds": 0.0, "speech.ratio": 0.0, "speech.segments": 0}
     if music:
-        ev["music"] = {"tempo_bpm": float(bpm), "beat_strength": 0.7, "key": key, "key_confidence": 0.6,
-                       "harmonic_ratio": 0.85 if tempo_word == "slow" else 0.5, "loudness_range_db": 6.0}
+        values |= {
+            "music.tempo_bpm": float(bpm),
+            "music.beat_strength": 0.7,
+            "music.key": {key: 0.6},
+            "music.harmonic_ratio": 0.85 if tempo_word == "slow" else 0.5,
+            "music.loudness_range_db": 6.0,
+        }
     if sound:
-        ev["sound_tags"] = {"clip": {tag: 0.9}}
-    if domain == "000":
-        ev["content"]["silent"] = True
-    return ev
+        values["sound_tags.clip"] = {tag: 0.9}
+    return evidence_of(
+        clip, domain, values, probs=[0.95 if speech else 0.03, 0.9 if music else 0.05, 0.85 if sound else 0.05]
+    )
 
 
 def _lin(clip: str, domain: str, model: str = "hand") -> dict:
@@ -95,7 +131,7 @@ def _lin(clip: str, domain: str, model: str = "hand") -> dict:
 def clean_long(domain: str, i: int, transcript: str | None) -> str:
     parts = []
     if domain[0] == "S":
-        parts.append(f"A {'man' if i % 2 else 'woman'} says \"{transcript}\"")
+        parts.append(f'A {"man" if i % 2 else "woman"} says "{transcript}"')
     if domain[1] == "M":
         parts.append(("while " if parts else "") + MUSIC[i % len(MUSIC)][3] + " plays")
     if domain[2] == "A":
@@ -141,16 +177,26 @@ def build(seed: int = 0):
             text = text.rstrip(".") + ", with no speech at all."
             truth["no_speech"].add(f"{c}:long:0")
         caps.append(Caption(**lin, item_id=f"{c}:long:0", kind="long", ref_index=0, text=text))
-        caps.append(Caption(**lin, item_id=f"{c}:short:0", kind="short", ref_index=0,
-                            text=clean_long(d, i, "something").split(",")[0].split(" says")[0] + "."))
+        caps.append(
+            Caption(
+                **lin,
+                item_id=f"{c}:short:0",
+                kind="short",
+                ref_index=0,
+                text=clean_long(d, i, "something").split(",")[0].split(" says")[0] + ".",
+            )
+        )
         for kind, idx in (("speech", 0), ("music", 1), ("sound", 2)):
             if d[idx] == "0":
-                caps.append(Caption(**_lin(c, d, "rule"), item_id=f"{c}:{kind}:0", kind=kind, ref_index=0,
-                                    text=ABSENT_TEXT[kind][0]))
+                caps.append(
+                    Caption(
+                        **_lin(c, d, "rule"), item_id=f"{c}:{kind}:0", kind=kind, ref_index=0, text=ABSENT_TEXT[kind][0]
+                    )
+                )
                 continue
             if kind == "speech":
                 t = transcript[c]
-                txt = f"A calm voice says \"{t}\" at a moderate pace." if t else "A calm voice speaks at a moderate pace."
+                txt = f'A calm voice says "{t}" at a moderate pace.' if t else "A calm voice speaks at a moderate pace."
                 if c in no_speech and i % 2 == 1:
                     txt = "There is no speech in this recording, only background sound."
                     truth["no_speech"].add(f"{c}:speech:0")
@@ -161,25 +207,56 @@ def build(seed: int = 0):
             else:
                 txt = SOUNDS[i % len(SOUNDS)][1].capitalize() + "."
             caps.append(Caption(**lin, item_id=f"{c}:{kind}:0", kind=kind, ref_index=0, text=txt))
-        answer = (f"They say \"{transcript[c]}\"." if d[0] == "S" and transcript.get(c)
-                  else "The recording is fairly clean with little background noise.")
+        answer = (
+            f'They say "{transcript[c]}".'
+            if d[0] == "S" and transcript.get(c)
+            else "The recording is fairly clean with little background noise."
+        )
         if c in halluc:
             truth["hallucination"].add(f"{c}:qa:0")
-        qa.append(QAPair(**lin, item_id=f"{c}:qa:0", qa_index=0, category="direct_perception", difficulty="basic",
-                         question="What is the main thing you hear?" if d[0] == "S" else "How clean is the recording?",
-                         answer=answer))
+        qa.append(
+            QAPair(
+                **lin,
+                item_id=f"{c}:qa:0",
+                qa_index=0,
+                category="direct_perception",
+                difficulty="basic",
+                question="What is the main thing you hear?" if d[0] == "S" else "How clean is the recording?",
+                answer=answer,
+            )
+        )
         premise = long_text[c]
-        hyps = {"entailment": f"The clip has {'speech' if d[0] == 'S' else 'music' if d[1] == 'M' else 'some sound'} in it.",
-                "neutral": f"The recording was made on a {['Monday', 'rainy afternoon', 'school trip', 'night shift', 'holiday', 'farm'][i]}.",
-                "contradiction": "A large choir sings in a cathedral."}
-        ents += [EntailmentHypothesis(**lin, item_id=f"{c}:ent:{lab}", premise_kind="long", premise=premise,
-                                      label=lab, hypothesis=h) for lab, h in hyps.items()]
-        ins += [InstructionTriple(**lin, item_id=f"{c}:if:0", dimension="Capitalization",
-                                  instruction="Describe the audio in capital letters only.",
-                                  answer=clean_long(d, i, "words").upper(), rule=3, rule_content=""),
-                InstructionTriple(**lin, item_id=f"{c}:if:1", dimension="Length",
-                                  instruction="Describe the audio in 5 to 20 words.",
-                                  answer=" ".join(clean_long(d, i, "words").split()[:12]), rule=12, rule_content="5-20")]
+        hyps = {
+            "entailment": f"The clip has {'speech' if d[0] == 'S' else 'music' if d[1] == 'M' else 'some sound'} in it.",
+            "neutral": f"The recording was made on a {['Monday', 'rainy afternoon', 'school trip', 'night shift', 'holiday', 'farm'][i]}.",
+            "contradiction": "A large choir sings in a cathedral.",
+        }
+        ents += [
+            EntailmentHypothesis(
+                **lin, item_id=f"{c}:ent:{lab}", premise_kind="long", premise=premise, label=lab, hypothesis=h
+            )
+            for lab, h in hyps.items()
+        ]
+        ins += [
+            InstructionTriple(
+                **lin,
+                item_id=f"{c}:if:0",
+                dimension="Capitalization",
+                instruction="Describe the audio in capital letters only.",
+                answer=clean_long(d, i, "words").upper(),
+                rule=3,
+                rule_content="",
+            ),
+            InstructionTriple(
+                **lin,
+                item_id=f"{c}:if:1",
+                dimension="Length",
+                instruction="Describe the audio in 5 to 20 words.",
+                answer=" ".join(clean_long(d, i, "words").split()[:12]),
+                rule=12,
+                rule_content="5-20",
+            ),
+        ]
     # duplicate hypotheses on 10 clips
     by_clip = defaultdict(list)
     for k, e in enumerate(ents):
@@ -187,7 +264,9 @@ def build(seed: int = 0):
     for n, c in enumerate(rng.sample(sorted(by_clip), 10)):
         ent_k, neu_k, con_k = by_clip[c]
         if n % 3 == 0:  # contradiction repeats the entailment hypothesis (case/punctuation only)
-            ents[con_k] = ents[con_k].model_copy(update={"hypothesis": ents[ent_k].hypothesis.upper().rstrip(".") + "!"})
+            ents[con_k] = ents[con_k].model_copy(
+                update={"hypothesis": ents[ent_k].hypothesis.upper().rstrip(".") + "!"}
+            )
             truth["duplicate"] |= {ents[con_k].item_id, ents[ent_k].item_id}
         elif n % 3 == 1:  # neutral is a near copy of the entailment hypothesis
             h = ents[ent_k].hypothesis.replace("The clip has", "The clip contains")
@@ -202,16 +281,30 @@ def build(seed: int = 0):
         if t.rule == 3:
             bad = t.answer.capitalize()
         else:
-            bad = " ".join((t.answer + " and it goes on for a while longer than asked") .split()[:25]) if n % 2 else "Short."
+            bad = (
+                " ".join((t.answer + " and it goes on for a while longer than asked").split()[:25])
+                if n % 2
+                else "Short."
+            )
         ins[k] = t.model_copy(update={"answer": bad})
         truth["ifeval"].add(t.item_id)
     return ev, caps, qa, ents, ins, context, truth
 
 
-CHECK_OF = {"mismatched": "margin:evidence-sbert", "no_speech": "domain_consistency", "hallucination": "hallucination",
-            "ifeval": "ifeval_answer", "duplicate": "duplicate_hypothesis"}
-TABLE_OF = {"mismatched": "captions", "no_speech": "captions", "hallucination": None, "ifeval": "instructions",
-            "duplicate": "entailment"}
+CHECK_OF = {
+    "mismatched": "margin:evidence-sbert",
+    "no_speech": "domain_consistency",
+    "hallucination": "hallucination",
+    "ifeval": "ifeval_answer",
+    "duplicate": "duplicate_hypothesis",
+}
+TABLE_OF = {
+    "mismatched": "captions",
+    "no_speech": "captions",
+    "hallucination": None,
+    "ifeval": "instructions",
+    "duplicate": "entailment",
+}
 
 
 def main() -> None:
@@ -227,8 +320,12 @@ def main() -> None:
     margins: list[tuple[float, bool]] = []
     for seed in range(args.seeds):
         ev, caps, qa, ents, ins, ctx, truth = build(seed)
-        rows = run_checks(caps, qa, [], FilterSettings(), entailment=ents, instructions=ins, context=ctx, embed=emb)
-        rows += margin_checks(caps, EvidenceSbertBackend(ev, emb), MarginSettings(threshold=args.threshold))
+        rows = run_checks(caps, qa, [], FilterSection(), entailment=ents, instructions=ins, context=ctx, embed=emb)
+        rows += margin_checks(
+            caps,
+            EvidenceSbertBackend(ev, emb, load_phrases("evidence")),
+            FilterSection(margin_threshold=args.threshold),
+        )
         for defect, check in CHECK_OF.items():
             applicable = [r for r in rows if r.check == check and (TABLE_OF[defect] in (None, r.item_table))]
             flagged = {r.item_id for r in applicable if not r.keep}
@@ -239,8 +336,11 @@ def main() -> None:
             t[1] += len(flagged - bad)
             t[2] += len(bad - flagged)
             t[3] += len(items)
-        margins += [(r.score, r.item_id in truth["mismatched"]) for r in rows
-                    if r.check == "margin:evidence-sbert" and r.score is not None]
+        margins += [
+            (r.score, r.item_id in truth["mismatched"])
+            for r in rows
+            if r.check == "margin:evidence-sbert" and r.score is not None
+        ]
         all_bad = set().union(*truth.values())
         rejected = {r.item_id for r in rows if not r.keep}
         clean = {r.item_id for r in rows} - all_bad
@@ -257,8 +357,10 @@ def main() -> None:
     good = sorted(m for m, b in margins if not b)
     bad = sorted(m for m, b in margins if b)
     q = lambda xs, f: xs[int(f * (len(xs) - 1))] if xs else float("nan")  # noqa: E731
-    print(f"margin (cosine × 100) on matched long captions: p10 {q(good, .1):.1f}, median {q(good, .5):.1f}; "
-          f"on mismatched: median {q(bad, .5):.1f}, p90 {q(bad, .9):.1f}")
+    print(
+        f"margin (cosine × 100) on matched long captions: p10 {q(good, 0.1):.1f}, median {q(good, 0.5):.1f}; "
+        f"on mismatched: median {q(bad, 0.5):.1f}, p90 {q(bad, 0.9):.1f}"
+    )
 
 
 if __name__ == "__main__":

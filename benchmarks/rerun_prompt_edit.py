@@ -42,8 +42,10 @@ def main() -> None:
     for item in items:
         if item.domain in args.domains.split(","):
             shutil.copy(item.path, inputs / item.path.name)
-    cfg = load_config(None, {"data_root": str(root / "data"), "dataset": "rerun", "inputs": [str(inputs)],
-                             "llm.model": args.llm_model})
+    cfg = load_config(
+        None,
+        {"data_root": str(root / "data"), "dataset": "rerun", "inputs": [str(inputs)], "llm.model": args.llm_model},
+    )
     t0 = time.perf_counter()
     built = run_build(cfg)
     print(f"build: version {built['version']}, {time.perf_counter() - t0:.0f} s, LLM calls {built['llm']['calls']}")
@@ -56,8 +58,10 @@ def main() -> None:
     for attempt in ("after the edit", "again, nothing changed"):
         t0 = time.perf_counter()
         out = run_rerun(cfg, "synthesize", ["entailment"])
-        print(f"\nrerun {attempt}: {out['base']} → {out['version']} ({'new' if out['created'] else 'unchanged'}), "
-              f"{time.perf_counter() - t0:.0f} s, LLM calls {out['llm']['calls']}, cache hits {out['llm']['cache_hits']}")
+        print(
+            f"\nrerun {attempt}: {out['base']} → {out['version']} ({'new' if out['created'] else 'unchanged'}), "
+            f"{time.perf_counter() - t0:.0f} s, LLM calls {out['llm']['calls']}, cache hits {out['llm']['cache_hits']}"
+        )
         print("shards:", json.dumps(out["shards"]))
         print(out["diff_markdown"])
 

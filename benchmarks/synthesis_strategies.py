@@ -15,16 +15,18 @@ completion tokens, and wall time. Then the focused run is repeated with its cach
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
-from earmark.config import LLMSection
+from earmark.config import LLMSection, SynthesizeSection
 from earmark.llm.session import open_llm
-from earmark.stages.synthesis.focused import SynthesisSettings, synthesize_joint_shard, synthesize_shard
+from earmark.schemas import ClipEvidence, from_table
+from earmark.stages import synthesis
+from earmark.stages.base import Inputs
+from earmark.stages.synthesis.common import Outcome
 from earmark.storage import Catalog
 
 ITEMS = ("captions", "qa", "entailment", "instructions")
@@ -33,35 +35,62 @@ PLANNED = {"captions": 18, "qa": 5, "entailment": 3, "instructions": 3}
 
 def cause(reason: str) -> str:
     r = reason.lower()
-    for pat, name in (("negation", "negation in contradiction"), ("words, expected", "length"),
-                      ("breaks the rule", "answer breaks its rule"), ("repeats|are the same|copies", "repeat/copy"),
-                      ("must end with", "not a question"), ("truncat|mid-sentence", "truncated"),
-                      ("json|unusable", "invalid JSON"), ("non-english", "non-English"), ("premise", "no premise")):
+    for pat, name in (
+        ("negation", "negation in contradiction"),
+        ("words, expected", "length"),
+        ("breaks the rule", "answer breaks its rule"),
+        ("repeats|are the same|copies", "repeat/copy"),
+        ("must end with", "not a question"),
+        ("truncat|mid-sentence", "truncated"),
+        ("json|unusable", "invalid JSON"),
+        ("non-english", "non-English"),
+        ("premise", "no premise"),
+    ):
         if re.search(pat, r):
             return name
     return "other"
 
 
+class _Fixed:
+    def __init__(self, client):
+        self._client = client
+
+    def client(self):
+        return self._client
+
+
+def _outcome(tables: dict, item: str) -> Outcome:
+    return Outcome(list(tables[item]), [r for r in tables["rejections"] if r.table == item])
+
+
 def run(evidence, strategy: str, llm_cfg: LLMSection, cache: Path) -> dict:
     llm = open_llm(llm_cfg, cache)
-    settings = SynthesisSettings(model=llm.model)
+    cfg = SynthesizeSection()
     out: dict[str, dict] = {}
     try:
         if strategy == "joint":
             t0, s0 = time.perf_counter(), llm.stats()
-            got = synthesize_joint_shard(evidence, llm, settings, ITEMS)
+            got = synthesis.run("joint", cfg, llm_cfg, _Fixed(llm), ITEMS, Inputs.of(evidence=evidence))
             dt, s1 = time.perf_counter() - t0, llm.stats()
             for item in ITEMS:  # one reply carries every item: cost is reported once, under "all"
-                out[item] = {"outcome": got[item]}
+                out[item] = {"outcome": _outcome(got, item)}
             out["all"] = {"seconds": dt, **{k: s1[k] - s0[k] for k in ("calls", "prompt_tokens", "completion_tokens")}}
         else:
             captions = []
             for item in ITEMS:
                 t0, s0 = time.perf_counter(), llm.stats()
-                got = synthesize_shard(evidence, item, llm, settings, captions)
+                got = _outcome(
+                    synthesis.run(
+                        item, cfg, llm_cfg, _Fixed(llm), ITEMS, Inputs.of(evidence=evidence, captions=captions)
+                    ),
+                    item,
+                )
                 s1 = llm.stats()
-                out[item] = {"outcome": got, "seconds": time.perf_counter() - t0,
-                             **{k: s1[k] - s0[k] for k in ("calls", "prompt_tokens", "completion_tokens")}}
+                out[item] = {
+                    "outcome": got,
+                    "seconds": time.perf_counter() - t0,
+                    **{k: s1[k] - s0[k] for k in ("calls", "prompt_tokens", "completion_tokens")},
+                }
                 if item == "captions":
                     captions = got.rows
     finally:
@@ -70,21 +99,33 @@ def run(evidence, strategy: str, llm_cfg: LLMSection, cache: Path) -> dict:
 
 
 def table(name: str, res: dict, n_clips: int) -> list[str]:
-    lines = [f"### {name}", "", "| item type | rows (planned) | rejected generations | top causes | calls | prompt tok | "
-             "completion tok | wall s |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### {name}",
+        "",
+        "| item type | rows (planned) | rejected generations | top causes | calls | prompt tok | "
+        "completion tok | wall s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for item in ITEMS:
         o = res[item]["outcome"]
         llm_rows = [r for r in o.rows if getattr(r, "model", "") != "rule"]
         causes = Counter(cause(r.reason) for r in o.rejections).most_common(3)
         cost = res.get(item) if "calls" in res.get(item, {}) else None
-        cells = [f"{cost[k]}" for k in ("calls", "prompt_tokens", "completion_tokens")] + [f"{cost['seconds']:.0f}"] \
-            if cost else ["(in all)"] * 4
-        lines.append(f"| {item} | {len(o.rows)} ({PLANNED[item] * n_clips}; {len(o.rows) - len(llm_rows)} by rule) | "
-                     f"{len(o.rejections)} | {', '.join(f'{c} {n}' for c, n in causes) or '—'} | " + " | ".join(cells) + " |")
+        cells = (
+            [f"{cost[k]}" for k in ("calls", "prompt_tokens", "completion_tokens")] + [f"{cost['seconds']:.0f}"]
+            if cost
+            else ["(in all)"] * 4
+        )
+        lines.append(
+            f"| {item} | {len(o.rows)} ({PLANNED[item] * n_clips}; {len(o.rows) - len(llm_rows)} by rule) | "
+            f"{len(o.rejections)} | {', '.join(f'{c} {n}' for c, n in causes) or '—'} | " + " | ".join(cells) + " |"
+        )
     if "all" in res:
         a = res["all"]
-        lines.append(f"| all (one reply per clip) | | | | {a['calls']} | {a['prompt_tokens']} | {a['completion_tokens']} | "
-                     f"{a['seconds']:.0f} |")
+        lines.append(
+            f"| all (one reply per clip) | | | | {a['calls']} | {a['prompt_tokens']} | {a['completion_tokens']} | "
+            f"{a['seconds']:.0f} |"
+        )
     return lines + [""]
 
 
@@ -100,15 +141,14 @@ def main() -> None:
     cat = Catalog(args.data_root, args.dataset)
     v = cat.latest_version()
     if v is not None:
-        rows = cat.query(f"SELECT evidence_json FROM {v}.evidence ORDER BY clip_id")
+        keys = cat.version_shards(v).get("evidence", [])
     else:  # a build that stopped after the evidence stage: read its evidence shards
-        keys = [k for (k,) in cat.query("SELECT key FROM shards WHERE table_name = 'evidence' ORDER BY created_at")]
-        rows = [(e,) for e in cat.read("evidence", keys).column("evidence_json").to_pylist()]
+        keys = cat.keys_where(table="evidence")
         v = "unpublished evidence"
-    evidence = sorted((json.loads(r[0]) for r in rows), key=lambda e: (e["domain"], e["clip_id"]))
+    evidence = sorted(from_table(ClipEvidence, cat.read("evidence", keys)), key=lambda e: (e.domain, e.clip_id))
     if args.per_domain:
         seen: Counter = Counter()
-        evidence = [e for e in evidence if (seen.update([e["domain"]]) or seen[e["domain"]] <= args.per_domain)]
+        evidence = [e for e in evidence if (seen.update([e.domain]) or seen[e.domain] <= args.per_domain)]
     evidence = evidence[: args.clips]
     llm_cfg = LLMSection(model=args.llm_model)
     print(f"{len(evidence)} clips of {args.dataset} {v}, model {args.llm_model}\n")

@@ -1,16 +1,16 @@
 """The `earmark` command line.
 
-    earmark demo                       generate a sample corpus and build a benchmark from it (offline)
-    earmark build INPUT... -d NAME     build a benchmark dataset from audio files/directories
-    earmark evaluate -d NAME -p FILE   score predictions against the latest version (--metric date|fense|bleu)
-    earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
-    earmark rerun -d NAME --stage synthesize --items entailment   re-run one stage after a prompt edit + diff
-    earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
-    earmark sql -d NAME "SELECT …"     query a dataset's catalog
-    earmark review export -d NAME -o SHEET.csv   items to review (human verification) as a sheet
-    earmark review import -d NAME SHEET.csv      store decisions, publish a version applying them
-    earmark corpus OUT_DIR             only generate the sample corpus
-    earmark llm-serve                  run the embedded LLM server in the foreground
+earmark demo                       generate a sample corpus and build a benchmark from it (offline)
+earmark build INPUT... -d NAME     build a benchmark dataset from audio files/directories
+earmark evaluate -d NAME -p FILE   score predictions against the latest version (--metric date|fense|bleu)
+earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
+earmark rerun -d NAME --stage synthesize --items entailment   re-run one stage after a prompt edit + diff
+earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
+earmark sql -d NAME "SELECT …"     query a dataset's catalog
+earmark review export -d NAME -o SHEET.csv   items to review (human verification) as a sheet
+earmark review import -d NAME SHEET.csv      store decisions, publish a version applying them
+earmark corpus OUT_DIR             only generate the sample corpus
+earmark llm-serve                  run the embedded LLM server in the foreground
 """
 
 from __future__ import annotations
@@ -47,21 +47,34 @@ def _common(p: argparse.ArgumentParser, dataset_default: str | None = "default")
 
 def _llm_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llm-endpoint", help="OpenAI-compatible base URL (…/v1); default: start the embedded server")
-    p.add_argument("--llm-model", help="model id (embedded: qwen2.5-coder-0.5b-instruct-q4_k_m or smollm2-135m-instruct)")
-    p.add_argument("--llm-schema-mode", choices=["llama_cpp", "json_schema"],
-                   help="how to ask for JSON: llama_cpp (json_object + schema) or json_schema (vLLM/OpenAI)")
+    p.add_argument(
+        "--llm-model", help="model id (embedded: qwen2.5-coder-0.5b-instruct-q4_k_m or smollm2-135m-instruct)"
+    )
+    p.add_argument(
+        "--llm-schema-mode",
+        choices=["llama_cpp", "json_schema"],
+        help="how to ask for JSON: llama_cpp (json_object + schema) or json_schema (vLLM/OpenAI)",
+    )
 
 
 def _expert_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--profile", choices=["embedded", "paper"],
-                   help="experts: embedded (offline, CPU; default) or paper (MECAT's models from --models-dir)")
-    p.add_argument("--models-dir", type=Path,
-                   help="paper profile weights, one directory per model id (default: $EARMARK_MODELS_DIR or "
-                   "~/.cache/earmark/models)")
+    p.add_argument(
+        "--profile",
+        choices=["embedded", "paper"],
+        help="experts: embedded (offline, CPU; default) or paper (MECAT's models from --models-dir)",
+    )
+    p.add_argument(
+        "--models-dir",
+        type=Path,
+        help="paper profile weights, one directory per model id (default: $EARMARK_MODELS_DIR or "
+        "~/.cache/earmark/models)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="earmark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="earmark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     b = sub.add_parser("build", help="build a benchmark dataset from audio files or directories")
@@ -70,8 +83,11 @@ def parser() -> argparse.ArgumentParser:
     _llm_args(b)
     _expert_args(b)
     b.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
-    b.add_argument("--strategy", choices=["focused", "joint"],
-                   help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)")
+    b.add_argument(
+        "--strategy",
+        choices=["focused", "joint"],
+        help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)",
+    )
     b.set_defaults(fn=cmd_build)
 
     d = sub.add_parser("demo", help="generate a sample corpus (2 clips per domain) and build dataset 'demo'")
@@ -79,20 +95,33 @@ def parser() -> argparse.ArgumentParser:
     _llm_args(d)
     _expert_args(d)
     d.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
-    d.add_argument("--strategy", choices=["focused", "joint"],
-                   help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)")
+    d.add_argument(
+        "--strategy",
+        choices=["focused", "joint"],
+        help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)",
+    )
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(fn=cmd_demo)
 
-    r = sub.add_parser("rerun", help="re-run one stage of a dataset from its latest version (e.g. after a prompt "
-                       "edit), publish a new version and print what changed")
+    r = sub.add_parser(
+        "rerun",
+        help="re-run one stage of a dataset from its latest version (e.g. after a prompt "
+        "edit), publish a new version and print what changed",
+    )
     _common(r)
     _llm_args(r)
-    r.add_argument("--stage", required=True, choices=["analyze", "synthesize", "filter"],
-                   help="the stage to re-run; the stages after it follow, the ones before come from the version")
-    r.add_argument("--items", help="with --stage synthesize: comma-separated item types to regenerate "
-                   "(captions, qa, entailment, instructions); the others are kept from the version")
+    r.add_argument(
+        "--stage",
+        required=True,
+        choices=["analyze", "synthesize", "filter"],
+        help="the stage to re-run; the stages after it follow, the ones before come from the version",
+    )
+    r.add_argument(
+        "--items",
+        help="with --stage synthesize: comma-separated item types to regenerate "
+        "(captions, qa, entailment, instructions); the others are kept from the version",
+    )
     r.add_argument("--strategy", choices=["focused", "joint"], help="synthesis strategy (default: config)")
     r.add_argument("--prompt-dir", type=Path, help="a directory of edited prompt templates (default: built-in)")
     r.add_argument("--version", help="version to start from (default: latest)")
@@ -100,40 +129,74 @@ def parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="score a model on a version: its prediction files, or ask it (--endpoint)")
     _common(e)
-    e.add_argument("-p", "--predictions", type=Path,
-                   help="a .jsonl/.json/.csv/.txt file for one subtask, or a directory of <subtask>.<ext> files "
-                   "(caption kinds, QA categories or qa, entailment, ifeval)")
-    e.add_argument("--endpoint", help="instead of --predictions: an OpenAI-compatible audio chat endpoint (…/v1) "
-                   "of the model under test; every kept item of --tasks is asked and answers are stored")
+    e.add_argument(
+        "-p",
+        "--predictions",
+        type=Path,
+        help="a .jsonl/.json/.csv/.txt file for one subtask, or a directory of <subtask>.<ext> files "
+        "(caption kinds, QA categories or qa, entailment, ifeval)",
+    )
+    e.add_argument(
+        "--endpoint",
+        help="instead of --predictions: an OpenAI-compatible audio chat endpoint (…/v1) "
+        "of the model under test; every kept item of --tasks is asked and answers are stored",
+    )
     e.add_argument("--model-id", help="model id sent to --endpoint (default: --model-name)")
     e.add_argument("--tasks", help="with --endpoint: comma-separated captions,qa,entailment,ifeval (default all)")
-    e.add_argument("--subtask", help="what a single file predicts: a caption kind (short, long, speech, music, sound, "
-                   "environment), entailment, ifeval; with a MECAT metric also a QA category or 'qa'")
-    e.add_argument("--metric", default="similarity",
-                   help="captions/QA: similarity (SBERT cosine, default) or MECAT metrics date, fense, bleu "
-                   "(comma-separated; Score_Cap/Score_QA in the paper's Table 2/3 layout). Entailment and ifeval "
-                   "answers are always scored with their own metrics")
-    e.add_argument("--judge", default="auto", choices=["auto", "llm", "off"],
-                   help="LLM that reads entailment answers and judges IFEval answers: auto = the --llm-endpoint "
-                   "model if one is given, else string rules only; llm = that endpoint or the embedded model; off")
+    e.add_argument(
+        "--subtask",
+        help="what a single file predicts: a caption kind (short, long, speech, music, sound, "
+        "environment), entailment, ifeval; with a MECAT metric also a QA category or 'qa'",
+    )
+    e.add_argument(
+        "--metric",
+        default="similarity",
+        help="captions/QA: similarity (SBERT cosine, default) or MECAT metrics date, fense, bleu "
+        "(comma-separated; Score_Cap/Score_QA in the paper's Table 2/3 layout). Entailment and ifeval "
+        "answers are always scored with their own metrics",
+    )
+    e.add_argument(
+        "--judge",
+        default="auto",
+        choices=["auto", "llm", "off"],
+        help="LLM that reads entailment answers and judges IFEval answers: auto = the --llm-endpoint "
+        "model if one is given, else string rules only; llm = that endpoint or the embedded model; off",
+    )
     _llm_args(e)
     e.add_argument("--device", help="cpu (default) or cuda, for date/fense")
-    e.add_argument("--sbert", help="sentence-embedding model for similarity/date/fense: a local directory or a cached "
-                   "HF repo id (default: paraphrase-TinyBERT-L6-v2 as in MECAT if cached, else all-MiniLM-L6-v2)")
-    e.add_argument("--error-checker", default="auto",
-                   help="FENSE error checker for date/fense: auto (on when ~/.fense_data/echecker_clotho_audiocaps_"
-                   "base.ckpt exists, else off and the report says so), off, or a checkpoint path")
+    e.add_argument(
+        "--sbert",
+        help="sentence-embedding model for similarity/date/fense: a local directory or a cached "
+        "HF repo id (default: paraphrase-TinyBERT-L6-v2 as in MECAT if cached, else all-MiniLM-L6-v2)",
+    )
+    e.add_argument(
+        "--error-checker",
+        default="auto",
+        help="FENSE error checker for date/fense: auto (on when ~/.fense_data/echecker_clotho_audiocaps_"
+        "base.ckpt exists, else off and the report says so), off, or a checkpoint path",
+    )
     e.add_argument("--model-name", default="model", help="name the scores are stored and reported under")
     e.add_argument("--version", help="dataset version (default: latest)")
     e.set_defaults(fn=cmd_evaluate)
 
-    m = sub.add_parser("mecat-score", help="score prediction files against MECAT reference JSONL dirs "
-                       "(no dataset needed; e.g. the official MECAT test set)")
-    m.add_argument("-p", "--predictions", type=Path, required=True,
-                   help="mecat-evaluate predictions: a .jsonl/.json/.csv/.txt file or a directory of <subtask> files")
-    m.add_argument("--references", default="mecat-test",
-                   help="a directory with caption/<domain>.jsonl[.gz] and qa/<domain>.jsonl[.gz] (an earmark export "
-                   "data/<dataset>/exports/<version>/), or mecat-test: the test set in the mecat wheel (default)")
+    m = sub.add_parser(
+        "mecat-score",
+        help="score prediction files against MECAT reference JSONL dirs "
+        "(no dataset needed; e.g. the official MECAT test set)",
+    )
+    m.add_argument(
+        "-p",
+        "--predictions",
+        type=Path,
+        required=True,
+        help="mecat-evaluate predictions: a .jsonl/.json/.csv/.txt file or a directory of <subtask> files",
+    )
+    m.add_argument(
+        "--references",
+        default="mecat-test",
+        help="a directory with caption/<domain>.jsonl[.gz] and qa/<domain>.jsonl[.gz] (an earmark export "
+        "data/<dataset>/exports/<version>/), or mecat-test: the test set in the mecat wheel (default)",
+    )
     m.add_argument("--subtask", help="what a single file predicts: a caption field, a QA category, or qa")
     m.add_argument("--metric", default="date", help="date, fense, bleu (comma-separated; default date)")
     m.add_argument("--sbert", help="sentence-embedding model (see `evaluate --help`)")
@@ -190,8 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"earmark: error: {exc}", file=sys.stderr)
         return 2
     except (LLMEndpointError, LLMServerError) as exc:
-        print(f"earmark: error: the LLM endpoint failed: {exc}\n(check --llm-endpoint / [llm] in the config; "
-              "shards finished before the failure are kept and a re-run resumes from them)", file=sys.stderr)
+        print(
+            f"earmark: error: the LLM endpoint failed: {exc}\n(check --llm-endpoint / [llm] in the config; "
+            "shards finished before the failure are kept and a re-run resumes from them)",
+            file=sys.stderr,
+        )
         return 3
 
 

@@ -53,20 +53,36 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
     skipped = sum(v["skipped"] for v in result["shards"].values())
     llm = result.get("llm") or {}
     print(f"  shards computed {computed}, skipped (already in catalog) {skipped}")
-    print(f"  LLM HTTP calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}, "
-          f"completion tokens {llm.get('completion_tokens', 0)}, embedded server started: {llm.get('server_started')}")
+    print(
+        f"  LLM HTTP calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}, "
+        f"completion tokens {llm.get('completion_tokens', 0)}, embedded server started: {llm.get('server_started')}"
+    )
     _print_table(cat, "Clips per domain:", "SELECT domain, count(*) AS clips FROM domain GROUP BY 1 ORDER BY 1")
-    _print_table(cat, "Captions per clip (6 kinds x 3 references):",
-                 "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM captions GROUP BY 1) GROUP BY 1 ORDER BY 1")
-    _print_table(cat, "QA pairs per clip:",
-                 "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM qa GROUP BY 1) GROUP BY 1 ORDER BY 1")
+    _print_table(
+        cat,
+        "Captions per clip (6 kinds x 3 references):",
+        "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM captions GROUP BY 1) GROUP BY 1 ORDER BY 1",
+    )
+    _print_table(
+        cat,
+        "QA pairs per clip:",
+        "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM qa GROUP BY 1) GROUP BY 1 ORDER BY 1",
+    )
     _print_table(cat, "Quarantine:", "SELECT source_path, reason FROM quarantine ORDER BY 1")
-    _print_table(cat, "QC rejections by check:",
-                 "SELECT item_table, \"check\", count(*) FROM qc WHERE NOT keep GROUP BY 1, 2 ORDER BY 1, 2")
-    _print_table(cat, "Example captions:",
-                 "SELECT c.domain, c.kind, c.text FROM captions c JOIN (SELECT clip_id FROM domain WHERE domain IN "
-                 "('SMA', 'S00') ORDER BY clip_id LIMIT 1) d USING (clip_id) WHERE ref_index = 0 ORDER BY kind")
-    _print_table(cat, "Example QA:", "SELECT domain, category, question, answer FROM qa ORDER BY clip_id, qa_index LIMIT 3")
+    _print_table(
+        cat,
+        "QC rejections by check:",
+        'SELECT item_table, "check", count(*) FROM qc WHERE NOT keep GROUP BY 1, 2 ORDER BY 1, 2',
+    )
+    _print_table(
+        cat,
+        "Example captions:",
+        "SELECT c.domain, c.kind, c.text FROM captions c JOIN (SELECT clip_id FROM domain WHERE domain IN "
+        "('SMA', 'S00') ORDER BY clip_id LIMIT 1) d USING (clip_id) WHERE ref_index = 0 ORDER BY kind",
+    )
+    _print_table(
+        cat, "Example QA:", "SELECT domain, category, question, answer FROM qa ORDER BY clip_id, qa_index LIMIT 3"
+    )
 
 
 def _preflight(cfg: Config) -> None:
@@ -127,8 +143,10 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     out = run_rerun(cfg, args.stage, items, args.version)
     llm = out.get("llm") or {}
     print(out["diff_markdown"])
-    print(f"version {out['version']} ({'new' if out['created'] else 'unchanged'}) from {out['base']}; "
-          f"LLM calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}; diff stored in {out['diff_report']}")
+    print(
+        f"version {out['version']} ({'new' if out['created'] else 'unchanged'}) from {out['base']}; "
+        f"LLM calls {llm.get('calls', 0)}, cache hits {llm.get('cache_hits', 0)}; diff stored in {out['diff_report']}"
+    )
     return 0
 
 
@@ -137,9 +155,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    out = evaluate_flow(cfg, args.predictions, args.subtask, args.model_name, args.version, args.metric, args.device,
-                        endpoint=args.endpoint, model_id=args.model_id, tasks=tasks, judge=args.judge,
-                        sbert=args.sbert, error_checker=args.error_checker)
+    out = evaluate_flow(
+        cfg,
+        args.predictions,
+        args.subtask,
+        args.model_name,
+        args.version,
+        args.metric,
+        args.device,
+        endpoint=args.endpoint,
+        model_id=args.model_id,
+        tasks=tasks,
+        judge=args.judge,
+        sbert=args.sbert,
+        error_checker=args.error_checker,
+    )
     print(out["markdown"])
     print(f"report: {out['report']}; per-sample scores: table `scores`, eval_id {out['eval_id']}")
     return 0
@@ -166,8 +196,15 @@ def cmd_mecat_score(args: argparse.Namespace) -> int:
         checker, note = load_error_checker(args.error_checker, args.device or "cpu")
         notes = [f"Sentence embeddings: {name} ({path}).", note + "."]
     cache = ReferenceCache(args.reference_cache) if args.reference_cache else None
-    report, groups = evaluate_mecat(preds, root, metrics, sbert=sbert, device=args.device,
-                                    error_checker=checker if sbert is not None else None, reference_cache=cache)
+    report, groups = evaluate_mecat(
+        preds,
+        root,
+        metrics,
+        sbert=sbert,
+        device=args.device,
+        error_checker=checker if sbert is not None else None,
+        reference_cache=cache,
+    )
     print(report.markdown(f"{args.model_name}: MECAT {', '.join(metrics)}"))
     print("\n".join(notes))
     if args.details:
@@ -184,8 +221,10 @@ def cmd_review(args: argparse.Namespace) -> int:
         from earmark.flows.review import review_import_flow
 
         out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
-        print(f"{out['decisions']} decisions stored; version {out['version']} "
-              f"({'new' if out['created'] else 'unchanged'}), exports in {out['exports']}")
+        print(
+            f"{out['decisions']} decisions stored; version {out['version']} "
+            f"({'new' if out['created'] else 'unchanged'}), exports in {out['exports']}"
+        )
         return 0
     from earmark.stages.review import export_sheet
 
@@ -194,10 +233,19 @@ def cmd_review(args: argparse.Namespace) -> int:
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
     tables = [t.strip() for t in args.tables.split(",")] if args.tables else cfg.review.tables
-    todo, sheet = export_sheet(cat, version, args.out, tables=tables, scope="all" if args.all else cfg.review.scope,
-                               max_items=args.max_items or cfg.review.max_items, include_decided=args.include_decided)
-    print(f"{len(todo)} items of {version} to review in {sheet}: fill in decision (accept / reject / rewrite) and "
-          f"new_text, then run: earmark review import -d {cfg.dataset} {sheet}")
+    todo, sheet = export_sheet(
+        cat,
+        version,
+        args.out,
+        tables=tables,
+        scope="all" if args.all else cfg.review.scope,
+        max_items=args.max_items or cfg.review.max_items,
+        include_decided=args.include_decided,
+    )
+    print(
+        f"{len(todo)} items of {version} to review in {sheet}: fill in decision (accept / reject / rewrite) and "
+        f"new_text, then run: earmark review import -d {cfg.dataset} {sheet}"
+    )
     return 0
 
 

@@ -35,9 +35,11 @@ SNR_CAP_DB = 80.0
 BANDWIDTH_DROP_DB = 50.0
 PLCMOS_ROUNDS = 15
 PLCMOS_MIN_SPEECH_S = 1.0
-METHOD = ("rt60: 25th pct of free-decay slopes; drr: early(50 ms)/late energy at free decays (C50-like proxy, "
-          "not a true DRR); snr: VAD speech vs non-speech power; bandwidth: -50 dB re spectrum peak; "
-          "plcmos: speechmos plcmos_v2 on clips with speech")
+METHOD = (
+    "rt60: 25th pct of free-decay slopes; drr: early(50 ms)/late energy at free decays (C50-like proxy, "
+    "not a true DRR); snr: VAD speech vs non-speech power; bandwidth: -50 dB re spectrum peak; "
+    "plcmos: speechmos plcmos_v2 on clips with speech"
+)
 
 
 def _envelope_db(x: np.ndarray) -> np.ndarray:
@@ -139,8 +141,10 @@ def plcmos(x: np.ndarray) -> float:
     model = load_once("speechmos:plcmos_v2", _load_plcmos)
     feats = np.float32(model.stft_transform(x.astype(np.float64)))[np.newaxis, np.newaxis, ...]
     raters = np.random.default_rng(0).normal(size=(PLCMOS_ROUNDS, 64)).astype(np.float32)
-    scores = [float(np.ravel(model.session.run(None, {"degraded_audio": feats, "rater_embed": r[None]})[0])[0])
-              for r in raters]
+    scores = [
+        float(np.ravel(model.session.run(None, {"degraded_audio": feats, "rater_embed": r[None]})[0])[0])
+        for r in raters
+    ]
     return round(float(np.mean(scores)), 4)
 
 
@@ -152,8 +156,12 @@ class RoomAcousticsExpert(Expert):
         self.with_plcmos = with_plcmos
 
     def key_config(self) -> dict[str, Any]:
-        return {"plcmos": self.with_plcmos, "plcmos_rounds": PLCMOS_ROUNDS, "bandwidth_drop_db": BANDWIDTH_DROP_DB,
-                "plcmos_min_speech_s": PLCMOS_MIN_SPEECH_S}
+        return {
+            "plcmos": self.with_plcmos,
+            "plcmos_rounds": PLCMOS_ROUNDS,
+            "bandwidth_drop_db": BANDWIDTH_DROP_DB,
+            "plcmos_min_speech_s": PLCMOS_MIN_SPEECH_S,
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[RoomAcoustics]:
         (vad,) = self.needed(context, clips, "vad")
@@ -164,6 +172,11 @@ class RoomAcousticsExpert(Expert):
         rt60, drr, _ = reverb_estimates(x)
         speechy = self.with_plcmos and activity.speech_s >= PLCMOS_MIN_SPEECH_S
         return RoomAcoustics(
-            **self.lineage(clip.clip_id), rt60_s=rt60, drr_db=drr, snr_db=snr_db(x, activity),
-            bandwidth_hz=bandwidth_hz(x), plcmos=plcmos(x) if speechy else None, method=METHOD,
+            **self.lineage(clip.clip_id),
+            rt60_s=rt60,
+            drr_db=drr,
+            snr_db=snr_db(x, activity),
+            bandwidth_hz=bandwidth_hz(x),
+            plcmos=plcmos(x) if speechy else None,
+            method=METHOD,
         )

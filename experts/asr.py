@@ -39,6 +39,21 @@ def whisper_model_dir() -> Path:
     return model_dir
 
 
+def skipped_transcript(lineage: dict[str, str], vad_speech_s: float) -> Transcript:
+    """The row of a clip ASR did not run on (too little speech): no language, probability 0."""
+    return Transcript(
+        **lineage,
+        text="",
+        language="",
+        language_prob=0.0,
+        words=[],
+        avg_logprob=0.0,
+        no_speech_prob=1.0,
+        vad_speech_s=vad_speech_s,
+        skipped_reason=NO_SPEECH_REASON,
+    )
+
+
 class WhisperASRExpert(Expert):
     name, version, record, needs = "asr", "1", Transcript, ("vad",)
     backend = "faster-whisper:tiny.en-ct2-int8"
@@ -77,11 +92,7 @@ class WhisperASRExpert(Expert):
     def _transcribe(self, clip: ClipAudio, activity: SpeechActivity) -> Transcript:
         if activity.speech_s < self.min_speech_s:
             # No language was detected for a skipped clip: language "" and probability 0.
-            return Transcript(
-                **self.lineage(clip.clip_id), text="", language="", language_prob=0.0, words=[],
-                avg_logprob=0.0, no_speech_prob=1.0, vad_speech_s=activity.speech_s,
-                skipped_reason=NO_SPEECH_REASON,
-            )
+            return skipped_transcript(self.lineage(clip.clip_id), activity.speech_s)
         audio = samples_16k(clip)
         duration_s = audio.size / 16_000
         segments, info = self._model().transcribe(

@@ -18,17 +18,51 @@ from earmark.schemas.records import SpeechActivity, Transcript, TranscriptCheck
 
 # Phrases Whisper is known to produce on silence, music and noise (subtitle credits, outros).
 KNOWN_PHRASES = (
-    "thank you for watching", "thanks for watching", "thank you for listening", "thanks for listening",
-    "please subscribe", "like and subscribe", "subscribe to my channel", "see you in the next video",
-    "subtitles by", "subtitled by", "captions by", "transcribed by", "translated by", "amara.org",
-    "www.", ".com", "copyright", "all rights reserved",
+    "thank you for watching",
+    "thanks for watching",
+    "thank you for listening",
+    "thanks for listening",
+    "please subscribe",
+    "like and subscribe",
+    "subscribe to my channel",
+    "see you in the next video",
+    "subtitles by",
+    "subtitled by",
+    "captions by",
+    "transcribed by",
+    "translated by",
+    "amara.org",
+    "www.",
+    ".com",
+    "copyright",
+    "all rights reserved",
 )
 # Whole transcripts that are hallucinations when they are all there is (normalised, no punctuation).
-KNOWN_WHOLE = {"you", "thank you", "thanks", "bye", "okay", "so", "oh", "hmm", "music", "applause",
-               "laughter", "silence", "foreign", "the end", "thank you very much"}
+KNOWN_WHOLE = {
+    "you",
+    "thank you",
+    "thanks",
+    "bye",
+    "okay",
+    "so",
+    "oh",
+    "hmm",
+    "music",
+    "applause",
+    "laughter",
+    "silence",
+    "foreign",
+    "the end",
+    "thank you very much",
+}
 BRACKETED = re.compile(r"[\[(♪*][^\])♪*]*[\])♪*]|♪")  # [Music], (applause), ♪ … ♪, *laughs*
-WEIGHTS = {"known_phrase": 0.8, "repetition": 0.6, "no_vad_support": 0.7, "low_confidence": 0.35,
-           "whisper_no_speech": 0.4}
+WEIGHTS = {
+    "known_phrase": 0.8,
+    "repetition": 0.6,
+    "no_vad_support": 0.7,
+    "low_confidence": 0.35,
+    "whisper_no_speech": 0.4,
+}
 
 
 def _normalise(text: str) -> str:
@@ -60,13 +94,17 @@ def is_repetitive(text: str, min_repeats: int = 3) -> bool:
     return len(raw) > 60 and len(raw) / len(zlib.compress(raw)) > 2.4
 
 
-def flags_for(transcript: Transcript, activity: SpeechActivity, min_word_prob: float = 0.45,
-              min_support: float = 0.5) -> tuple[list[str], float]:
+def flags_for(
+    transcript: Transcript, activity: SpeechActivity, min_word_prob: float = 0.45, min_support: float = 0.5
+) -> tuple[list[str], float]:
     text = transcript.text.strip()
     norm = _normalise(text)
     flags = []
-    if (norm in KNOWN_WHOLE or any(p in text.lower() for p in KNOWN_PHRASES)
-            or (BRACKETED.search(text) and not _normalise(BRACKETED.sub(" ", text)))):
+    if (
+        norm in KNOWN_WHOLE
+        or any(p in text.lower() for p in KNOWN_PHRASES)
+        or (BRACKETED.search(text) and not _normalise(BRACKETED.sub(" ", text)))
+    ):
         flags.append("known_phrase")
     if is_repetitive(text):
         flags.append("repetition")
@@ -93,8 +131,13 @@ class HallucinationCheckExpert(Expert):
         self.min_support = min_support
 
     def key_config(self) -> dict[str, Any]:
-        return {"min_word_prob": self.min_word_prob, "min_support": self.min_support, "weights": WEIGHTS,
-                "phrases": sorted(KNOWN_PHRASES), "whole": sorted(KNOWN_WHOLE)}
+        return {
+            "min_word_prob": self.min_word_prob,
+            "min_support": self.min_support,
+            "weights": WEIGHTS,
+            "phrases": sorted(KNOWN_PHRASES),
+            "whole": sorted(KNOWN_WHOLE),
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[TranscriptCheck]:
         self.needed(context, clips)
@@ -102,6 +145,9 @@ class HallucinationCheckExpert(Expert):
         for c in clips:
             asr, vad = context["asr"][c.clip_id], context["vad"][c.clip_id]
             flags, score = flags_for(asr, vad, self.min_word_prob, self.min_support)  # type: ignore[arg-type]
-            out.append(TranscriptCheck(**self.lineage(c.clip_id), flags=flags, hallucination_score=score,
-                                       vad_support=vad_support(asr, vad)))  # type: ignore[arg-type]
+            out.append(
+                TranscriptCheck(
+                    **self.lineage(c.clip_id), flags=flags, hallucination_score=score, vad_support=vad_support(asr, vad)
+                )
+            )  # type: ignore[arg-type]
         return out

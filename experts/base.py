@@ -70,12 +70,12 @@ class Expert:
             rows = context.get(table, {})
             missing = [c.clip_id for c in clips if c.clip_id not in rows]
             if missing:
-                raise MissingContext(f"{self.name} needs the {table} record of every clip; missing for {len(missing)} "
-                                     f"clip(s), e.g. {missing[0]}: run the {table} expert on them first")
+                raise MissingContext(
+                    f"{self.name} needs the {table} record of every clip; missing for {len(missing)} "
+                    f"clip(s), e.g. {missing[0]}: run the {table} expert on them first"
+                )
             out.append(rows)
         return out
-
-
 
 
 __all__ = ["SAMPLE_RATE", "ClipAudio", "Context", "Expert", "load_once"]

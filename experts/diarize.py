@@ -39,8 +39,9 @@ def speech_mask(activity: SpeechActivity, n_frames: int, step_s: float = MEL_STE
     return mask
 
 
-def cluster_speakers(emb: np.ndarray, starts: np.ndarray, window: int, max_speakers: int, separation: float,
-                     min_windows: int = 2) -> np.ndarray:
+def cluster_speakers(
+    emb: np.ndarray, starts: np.ndarray, window: int, max_speakers: int, separation: float, min_windows: int = 2
+) -> np.ndarray:
     """Cluster labels (0..k-1, by first appearance) for L2-normalised window embeddings.
 
     Windows that overlap in time look alike whoever speaks, so the similarity criterion only compares
@@ -83,8 +84,15 @@ class ResemblyzerDiarizationExpert(Expert):
     name, version, record, needs = "diarization", "1", Diarization, ("vad",)
     backend = f"resemblyzer:{_pkg_version('resemblyzer')}+agglomerative"
 
-    def __init__(self, window_s: float = 1.2, hop_s: float = 0.4, max_speakers: int = 4,
-                 separation: float = 0.85, min_speech_s: float = 0.3, batch_size: int = 256) -> None:
+    def __init__(
+        self,
+        window_s: float = 1.2,
+        hop_s: float = 0.4,
+        max_speakers: int = 4,
+        separation: float = 0.85,
+        min_speech_s: float = 0.3,
+        batch_size: int = 256,
+    ) -> None:
         self.window = int(round(window_s / MEL_STEP_S))
         self.hop = int(round(hop_s / MEL_STEP_S))
         self.max_speakers = max_speakers
@@ -93,8 +101,13 @@ class ResemblyzerDiarizationExpert(Expert):
         self.batch_size = batch_size
 
     def key_config(self) -> dict[str, Any]:
-        return {"window": self.window, "hop": self.hop, "max_speakers": self.max_speakers,
-                "separation": self.separation, "min_speech_s": self.min_speech_s}
+        return {
+            "window": self.window,
+            "hop": self.hop,
+            "max_speakers": self.max_speakers,
+            "separation": self.separation,
+            "min_speech_s": self.min_speech_s,
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Diarization]:
         (vad,) = self.needed(context, clips, "vad")
@@ -114,7 +127,9 @@ class ResemblyzerDiarizationExpert(Expert):
             out.append(self._turns(clip.clip_id, frames, starts, emb, clip.duration_s))
         return out
 
-    def _windows(self, clip: ClipAudio, activity: SpeechActivity) -> tuple[np.ndarray, list[int], list[np.ndarray]] | None:
+    def _windows(
+        self, clip: ClipAudio, activity: SpeechActivity
+    ) -> tuple[np.ndarray, list[int], list[np.ndarray]] | None:
         """(original frame index of each speech frame, window starts, mel windows) or None: too little speech."""
         if activity.speech_s < self.window * MEL_STEP_S:
             return None
@@ -151,8 +166,9 @@ class ResemblyzerDiarizationExpert(Expert):
         turns = [SpeakerTurn(speaker="S1", start_s=s.start_s, end_s=s.end_s) for s in activity.segments]
         return Diarization(**self.lineage(clip_id), n_speakers=1, turns=turns, skipped_reason=None)
 
-    def _turns(self, clip_id: str, frames: np.ndarray, starts: list[int], emb: np.ndarray,
-               duration_s: float) -> Diarization:
+    def _turns(
+        self, clip_id: str, frames: np.ndarray, starts: list[int], emb: np.ndarray, duration_s: float
+    ) -> Diarization:
         labels = cluster_speakers(emb, np.asarray(starts), self.window, self.max_speakers, self.separation)
         k = int(labels.max()) + 1
         # Vote per speech frame: every window covering it adds one vote for its label.
@@ -166,9 +182,13 @@ class ResemblyzerDiarizationExpert(Expert):
         for i in range(1, n + 1):
             # A turn ends where the label changes or the speech frames stop being contiguous (a pause).
             if i == n or frame_label[i] != frame_label[run_start] or frames[i] != frames[i - 1] + 1:
-                turns.append(SpeakerTurn(speaker=f"S{frame_label[run_start] + 1}",
-                                         start_s=round(frames[run_start] * MEL_STEP_S, 2),
-                                         end_s=round(min((frames[i - 1] + 1) * MEL_STEP_S, duration_s), 3)))
+                turns.append(
+                    SpeakerTurn(
+                        speaker=f"S{frame_label[run_start] + 1}",
+                        start_s=round(frames[run_start] * MEL_STEP_S, 2),
+                        end_s=round(min((frames[i - 1] + 1) * MEL_STEP_S, duration_s), 3),
+                    )
+                )
                 run_start = i
         merged: list[SpeakerTurn] = []
         for t in turns:  # join a speaker's turns split only by a short pause

@@ -37,12 +37,20 @@ NOISE_BANDS = ((1, 10), (10, 26), (26, 64), (64, 160), (160, 320), (320, 513))
 # Decision thresholds: each probability is logistic((feature - mid) / scale); see the module docstring.
 THRESHOLDS: dict[str, float] = {
     "silent_ratio": 0.995,  # levels.silence_ratio at or above this → silent clip, domain 000
-    "speech_s_mid": 0.6, "speech_s_scale": 0.1,  # seconds of Silero speech: a word or two
-    "tonal_db_mid": -22.0, "tonal_db_scale": 3.0,  # sustained tonal power re reference level, dB
-    "onsets_mid": 1.5, "onsets_music_mid": 2.5, "onsets_scale": 0.3,  # unexplained onsets (count)
-    "noise_db_mid": -40.0, "noise_music_db_mid": -6.0, "noise_db_scale": 2.0,  # lasting noise, dB
-    "floor_dbfs_mid": -40.0, "floor_dbfs_scale": 3.0,  # alone (no speech, no music): a steady noise bed
-    "tonal_share_mid": 0.6, "tonal_share_scale": 0.04,  # with music: a low tonal share means noise
+    "speech_s_mid": 0.6,
+    "speech_s_scale": 0.1,  # seconds of Silero speech: a word or two
+    "tonal_db_mid": -22.0,
+    "tonal_db_scale": 3.0,  # sustained tonal power re reference level, dB
+    "onsets_mid": 1.5,
+    "onsets_music_mid": 2.5,
+    "onsets_scale": 0.3,  # unexplained onsets (count)
+    "noise_db_mid": -40.0,
+    "noise_music_db_mid": -6.0,
+    "noise_db_scale": 2.0,  # lasting noise, dB
+    "floor_dbfs_mid": -40.0,
+    "floor_dbfs_scale": 3.0,  # alone (no speech, no music): a steady noise bed
+    "tonal_share_mid": 0.6,
+    "tonal_share_scale": 0.04,  # with music: a low tonal share means noise
 }
 
 
@@ -151,8 +159,11 @@ def decide(feats: dict[str, float], speech_s: float, t: dict[str, float] = THRES
     onsets = feats["offgrid_peaks"] if with_music else feats["onset_peaks"]
     evidence = [
         _logistic(onsets, t["onsets_music_mid"] if with_music else t["onsets_mid"], t["onsets_scale"]),
-        _logistic(feats["sustained_noise_db"], t["noise_music_db_mid"] if with_music else t["noise_db_mid"],
-                  t["noise_db_scale"]),
+        _logistic(
+            feats["sustained_noise_db"],
+            t["noise_music_db_mid"] if with_music else t["noise_db_mid"],
+            t["noise_db_scale"],
+        ),
     ]
     if with_music:
         evidence.append(_logistic(-feats["tonal_share"], -t["tonal_share_mid"], t["tonal_share_scale"]))
@@ -181,11 +192,23 @@ class HeuristicDomainExpert(Expert):
         return [self._decide(c, context["vad"][c.clip_id], context["levels"][c.clip_id]) for c in clips]
 
     def _decide(self, clip: ClipAudio, vad: SpeechActivity, levels: AcousticProfile) -> DomainDecision:
-        context_values = {"speech_s": vad.speech_s, "speech_ratio": vad.speech_ratio, "vad_max_prob": vad.max_prob,
-                          "rms_dbfs": levels.rms_dbfs, "silence_ratio": levels.silence_ratio}
+        context_values = {
+            "speech_s": vad.speech_s,
+            "speech_ratio": vad.speech_ratio,
+            "vad_max_prob": vad.max_prob,
+            "rms_dbfs": levels.rms_dbfs,
+            "silence_ratio": levels.silence_ratio,
+        }
         if levels.silence_ratio >= self.thresholds["silent_ratio"]:
-            return DomainDecision(**self.lineage(clip.clip_id), domain="000", speech_prob=0.0, music_prob=0.0,
-                                  sound_prob=0.0, silent=True, features=_named(context_values))
+            return DomainDecision(
+                **self.lineage(clip.clip_id),
+                domain="000",
+                speech_prob=0.0,
+                music_prob=0.0,
+                sound_prob=0.0,
+                silent=True,
+                features=_named(context_values),
+            )
         x = samples_16k(clip)
         if x.size < N_FFT:  # shorter than one analysis window: pad rather than fail
             x = np.pad(x, (0, N_FFT - x.size))
@@ -194,8 +217,11 @@ class HeuristicDomainExpert(Expert):
         return DomainDecision(
             **self.lineage(clip.clip_id),
             domain=domain_code(speech >= 0.5, music >= 0.5, sound >= 0.5),  # type: ignore[arg-type]
-            speech_prob=round(speech, 4), music_prob=round(music, 4), sound_prob=round(sound, 4),
-            silent=False, features=_named({**context_values, **feats}),
+            speech_prob=round(speech, 4),
+            music_prob=round(music, 4),
+            sound_prob=round(sound, 4),
+            silent=False,
+            features=_named({**context_values, **feats}),
         )
 
 

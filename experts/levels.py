@@ -34,8 +34,13 @@ class LevelsExpert(Expert):
         x = samples_16k(clip).astype(np.float64)
         if x.size == 0:
             return AcousticProfile(
-                **self.lineage(clip.clip_id), rms_dbfs=DB_FLOOR, peak_dbfs=DB_FLOOR, lufs=None,
-                crest_db=0.0, clipping_ratio=0.0, silence_ratio=1.0,
+                **self.lineage(clip.clip_id),
+                rms_dbfs=DB_FLOOR,
+                peak_dbfs=DB_FLOOR,
+                lufs=None,
+                crest_db=0.0,
+                clipping_ratio=0.0,
+                silence_ratio=1.0,
             )
         rms_dbfs = amplitude_db(np.sqrt(np.mean(x**2)))
         peak_dbfs = amplitude_db(np.max(np.abs(x)))

@@ -48,8 +48,9 @@ def model_path(model_id: str, root: str | os.PathLike[str] | None = None) -> Pat
 
 
 def hf_download_hint(model_id: str, path: Path) -> str:
-    return (f"on a machine with internet run `huggingface-cli download {model_id} --local-dir {path}` "
-            f"and copy {path} here")
+    return (
+        f"on a machine with internet run `huggingface-cli download {model_id} --local-dir {path}` and copy {path} here"
+    )
 
 
 def require_weights(

@@ -108,15 +108,26 @@ class HPSSSeparationExpert(Expert):
         reason = no_music_reason(domain)
         x = samples_16k(clip)
         if reason or x.size < N_FFT:
-            return Separation(**self.lineage(clip.clip_id), method="hpss", stems=[], vocals_speech_s=None,
-                              skipped_reason=reason or "clip shorter than one analysis window")
+            return Separation(
+                **self.lineage(clip.clip_id),
+                method="hpss",
+                stems=[],
+                vocals_speech_s=None,
+                skipped_reason=reason or "clip shorter than one analysis window",
+            )
         harm, perc = hpss(x)
-        energy = {"harmonic": float(np.sum(harm.astype(np.float64) ** 2)), "percussive": float(np.sum(perc.astype(np.float64) ** 2))}
+        energy = {
+            "harmonic": float(np.sum(harm.astype(np.float64) ** 2)),
+            "percussive": float(np.sum(perc.astype(np.float64) ** 2)),
+        }
         total = sum(energy.values()) or 1.0
-        stems = [StemLevel(stem=k, rms_dbfs=round(amplitude_db(np.sqrt(v / x.size)), 2), energy_share=round(v / total, 4))
-                 for k, v in energy.items()]
-        return Separation(**self.lineage(clip.clip_id), method="hpss", stems=stems, vocals_speech_s=None,
-                          skipped_reason=None)
+        stems = [
+            StemLevel(stem=k, rms_dbfs=round(amplitude_db(np.sqrt(v / x.size)), 2), energy_share=round(v / total, 4))
+            for k, v in energy.items()
+        ]
+        return Separation(
+            **self.lineage(clip.clip_id), method="hpss", stems=stems, vocals_speech_s=None, skipped_reason=None
+        )
 
 
 class LibrosaMusicExpert(Expert):
@@ -128,17 +139,29 @@ class LibrosaMusicExpert(Expert):
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[MusicAnalysis]:
         self.needed(context, clips)
-        return [self._analyze(c, context["domain"][c.clip_id], context["separation"][c.clip_id])  # type: ignore[arg-type]
-                for c in clips]
+        return [
+            self._analyze(c, context["domain"][c.clip_id], context["separation"][c.clip_id])  # type: ignore[arg-type]
+            for c in clips
+        ]
 
     def _analyze(self, clip: ClipAudio, domain: DomainDecision, sep: Separation) -> MusicAnalysis:
         reason = no_music_reason(domain)
         x = samples_16k(clip)
         if reason or x.size < N_FFT:
-            return MusicAnalysis(**self.lineage(clip.clip_id), analyzed=False,
-                                 skipped_reason=reason or "clip shorter than one analysis window",
-                                 tempo_bpm=None, beat_times_s=[], beat_strength=None, key=None, key_confidence=None,
-                                 harmonic_ratio=None, loudness_contour_db=[], tags=[], tagger=None)
+            return MusicAnalysis(
+                **self.lineage(clip.clip_id),
+                analyzed=False,
+                skipped_reason=reason or "clip shorter than one analysis window",
+                tempo_bpm=None,
+                beat_times_s=[],
+                beat_strength=None,
+                key=None,
+                key_confidence=None,
+                harmonic_ratio=None,
+                loudness_contour_db=[],
+                tags=[],
+                tagger=None,
+            )
         import librosa
 
         tempo, beats, clarity = tempo_and_beats(x)
@@ -146,7 +169,16 @@ class LibrosaMusicExpert(Expert):
         key, key_conf = estimate_key(chroma)
         shares = {s.stem: s.energy_share for s in sep.stems}
         return MusicAnalysis(
-            **self.lineage(clip.clip_id), analyzed=True, skipped_reason=None, tempo_bpm=tempo, beat_times_s=beats,
-            beat_strength=clarity, key=key, key_confidence=key_conf, harmonic_ratio=shares.get("harmonic"),
-            loudness_contour_db=loudness_contour(x), tags=[], tagger=None,
+            **self.lineage(clip.clip_id),
+            analyzed=True,
+            skipped_reason=None,
+            tempo_bpm=tempo,
+            beat_times_s=beats,
+            beat_strength=clarity,
+            key=key,
+            key_confidence=key_conf,
+            harmonic_ratio=shares.get("harmonic"),
+            loudness_contour_db=loudness_contour(x),
+            tags=[],
+            tagger=None,
         )

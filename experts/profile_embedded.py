@@ -28,8 +28,16 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.vad import SileroVADExpert
 
     return [
-        LevelsExpert(), SileroVADExpert(), DNSMOSExpert(), WhisperASRExpert(beam_size=cfg.asr_beam_size),
-        HeuristicDomainExpert(), HallucinationCheckExpert(), ResemblyzerDiarizationExpert(),
-        PitchSpeakerAttributesExpert(), CoarseTagsExpert(), HPSSSeparationExpert(), LibrosaMusicExpert(),
+        LevelsExpert(),
+        SileroVADExpert(),
+        DNSMOSExpert(),
+        WhisperASRExpert(beam_size=cfg.asr_beam_size),
+        HeuristicDomainExpert(),
+        HallucinationCheckExpert(),
+        ResemblyzerDiarizationExpert(),
+        PitchSpeakerAttributesExpert(),
+        CoarseTagsExpert(),
+        HPSSSeparationExpert(),
+        LibrosaMusicExpert(),
         RoomAcousticsExpert(),
     ]

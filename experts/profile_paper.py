@@ -32,11 +32,20 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
 
     root, device, batch = cfg.models_dir, cfg.device, cfg.batch_size
     out: list[Expert] = [
-        LevelsExpert(), SileroVADExpert(), DNSMOSExpert(),
+        LevelsExpert(),
+        SileroVADExpert(),
+        DNSMOSExpert(),
         AudioSetTagsExpert(cfg.tagger_model, root, device=device, window_s=cfg.tagger_window_s, batch_size=batch),
         TaggerDomainExpert(cfg.tagger_model, threshold=cfg.tag_threshold),
-        FasterWhisperPaperExpert(cfg.asr_model, root, device=device, compute_type=cfg.asr_compute_type,
-                                 beam_size=cfg.asr_beam_size, batch_size=batch, align_model=cfg.asr_align_model),
+        FasterWhisperPaperExpert(
+            cfg.asr_model,
+            root,
+            device=device,
+            compute_type=cfg.asr_compute_type,
+            beam_size=cfg.asr_beam_size,
+            batch_size=batch,
+            align_model=cfg.asr_align_model,
+        ),
         HallucinationCheckExpert(),
     ]
     if cfg.diarization_model:
@@ -45,8 +54,12 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
         out.append(PyannoteDiarizationExpert(cfg.diarization_model, root, device=device))
     else:
         out.append(ResemblyzerDiarizationExpert())
-    attributes = {"gender": cfg.gender_model, "age_band": cfg.age_model, "emotion": cfg.emotion_model,
-                  "accent": cfg.accent_model}
+    attributes = {
+        "gender": cfg.gender_model,
+        "age_band": cfg.age_model,
+        "emotion": cfg.emotion_model,
+        "accent": cfg.accent_model,
+    }
     if any(attributes.values()):
         from earmark.experts.paper.speakers import HFSpeakerAttributesExpert
 
@@ -55,8 +68,11 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
         out.append(PitchSpeakerAttributesExpert())
     from earmark.experts.paper.music import DemucsSeparationExpert, PaperMusicExpert
 
-    out.append(DemucsSeparationExpert(cfg.separation_model, root, device=device)
-               if cfg.separation_model else HPSSSeparationExpert())
+    out.append(
+        DemucsSeparationExpert(cfg.separation_model, root, device=device)
+        if cfg.separation_model
+        else HPSSSeparationExpert()
+    )
     out.append(PaperMusicExpert(cfg.music_tagger_model, root, device=device, batch_size=batch))
     out.append(RoomAcousticsExpert())
     if cfg.nisqa_model:

@@ -48,8 +48,7 @@ def pitch_track(x: np.ndarray) -> np.ndarray:
 
     if x.size < 1024:
         return np.full(max(1, x.size // HOP), np.nan)
-    f0, _, _ = librosa.pyin(x, fmin=FMIN, fmax=FMAX, sr=SAMPLE_RATE, frame_length=1024, hop_length=HOP,
-                            center=True)
+    f0, _, _ = librosa.pyin(x, fmin=FMIN, fmax=FMAX, sr=SAMPLE_RATE, frame_length=1024, hop_length=HOP, center=True)
     return f0
 
 
@@ -64,8 +63,14 @@ def voice_labels(f0: np.ndarray, level_db: np.ndarray) -> dict[str, Any]:
     """The attribute estimates for one voice from its voiced-frame F0 (Hz) and frame levels (dB)."""
     voiced = np.isfinite(f0)
     if voiced.sum() < 5:
-        return {"gender": [], "age_band": [], "emotion": [], "pitch_median_hz": None, "pitch_iqr_hz": None,
-                "energy_dbfs": round(float(np.median(level_db)), 2) if level_db.size else None}
+        return {
+            "gender": [],
+            "age_band": [],
+            "emotion": [],
+            "pitch_median_hz": None,
+            "pitch_iqr_hz": None,
+            "energy_dbfs": round(float(np.median(level_db)), 2) if level_db.size else None,
+        }
     hz = f0[voiced]
     med = float(np.median(hz))
     q25, q75 = np.percentile(hz, [25, 75])
@@ -74,7 +79,9 @@ def voice_labels(f0: np.ndarray, level_db: np.ndarray) -> dict[str, Any]:
     level_spread = float(np.subtract(*np.percentile(lv, [75, 25])))
     female = _sigmoid((med - FEMALE_HZ) / FEMALE_SCALE)
     child = _sigmoid((med - CHILD_HZ) / CHILD_SCALE)
-    arousal = (spread_st - AROUSAL_PITCH_ST) / AROUSAL_PITCH_SCALE + (level_spread - AROUSAL_LEVEL_DB) / AROUSAL_LEVEL_SCALE
+    arousal = (spread_st - AROUSAL_PITCH_ST) / AROUSAL_PITCH_SCALE + (
+        level_spread - AROUSAL_LEVEL_DB
+    ) / AROUSAL_LEVEL_SCALE
     animated, calm = _sigmoid(2 * (arousal / 2 - 0.5)), _sigmoid(2 * (-arousal / 2 - 0.5))
     neutral = max(0.0, 1.0 - animated - calm)
     total = animated + calm + neutral
@@ -93,8 +100,14 @@ class PitchSpeakerAttributesExpert(Expert):
     backend = "heuristic:pitch-energy-v1"
 
     def key_config(self) -> dict[str, Any]:
-        return {"hop": HOP, "fmin": FMIN, "fmax": FMAX, "female_hz": FEMALE_HZ, "child_hz": CHILD_HZ,
-                "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB]}
+        return {
+            "hop": HOP,
+            "fmin": FMIN,
+            "fmax": FMAX,
+            "female_hz": FEMALE_HZ,
+            "child_hz": CHILD_HZ,
+            "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB],
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
         (diar,) = self.needed(context, clips, "diarization")
@@ -102,8 +115,9 @@ class PitchSpeakerAttributesExpert(Expert):
 
     def _profile(self, clip: ClipAudio, diar: Diarization) -> SpeakerAttributes:
         if not diar.turns:
-            return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=[],
-                                     skipped_reason=diar.skipped_reason or NO_SPEAKERS_REASON)
+            return SpeakerAttributes(
+                **self.lineage(clip.clip_id), speakers=[], skipped_reason=diar.skipped_reason or NO_SPEAKERS_REASON
+            )
         x = samples_16k(clip).astype(np.float64)
         # One pYIN pass over the span that has speech, not per turn: pYIN's cost is per frame.
         lo = int(min(t.start_s for t in diar.turns) * SAMPLE_RATE)
@@ -118,6 +132,13 @@ class PitchSpeakerAttributesExpert(Expert):
             for t in turns:
                 mask |= (times >= t.start_s) & (times < t.end_s)
             labels = voice_labels(f0[mask], level[mask])
-            profiles.append(SpeakerProfile(speaker=spk, speech_s=round(sum(t.end_s - t.start_s for t in turns), 2),
-                                           accent=[], method=METHOD, **labels))
+            profiles.append(
+                SpeakerProfile(
+                    speaker=spk,
+                    speech_s=round(sum(t.end_s - t.start_s for t in turns), 2),
+                    accent=[],
+                    method=METHOD,
+                    **labels,
+                )
+            )
         return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=profiles, skipped_reason=None)

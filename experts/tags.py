@@ -58,15 +58,18 @@ def window_features(x: np.ndarray, activity: SpeechActivity) -> list[dict[str, f
         active = frame_db[sl] > -50
         use = quiet & active
         h, p = (harm[:, sl] ** 2)[:, use].sum(), (perc[:, sl] ** 2)[:, use].sum()
-        out.append({
-            "start_s": w0 * FRAME_S, "end_s": min(w0 + per_win, n) * FRAME_S,
-            "speech_share": float(speech[sl].mean()),
-            "level_db": float(np.percentile(frame_db[sl], 90)),
-            "harmonic_share": float(h / (h + p)) if h + p > 0 else 0.0,
-            "active_nonspeech_share": float(use.mean()),
-            "onsets": float((is_peak[sl] & use).sum()),
-            "flatness_db": float(10 * np.log10(max(np.median(flat[sl][use]), 1e-6))) if use.any() else -60.0,
-        })
+        out.append(
+            {
+                "start_s": w0 * FRAME_S,
+                "end_s": min(w0 + per_win, n) * FRAME_S,
+                "speech_share": float(speech[sl].mean()),
+                "level_db": float(np.percentile(frame_db[sl], 90)),
+                "harmonic_share": float(h / (h + p)) if h + p > 0 else 0.0,
+                "active_nonspeech_share": float(use.mean()),
+                "onsets": float((is_peak[sl] & use).sum()),
+                "flatness_db": float(10 * np.log10(max(np.median(flat[sl][use]), 1e-6))) if use.any() else -60.0,
+            }
+        )
     return out
 
 
@@ -98,13 +101,21 @@ class CoarseTagsExpert(Expert):
         x = samples_16k(clip)
         if x.size < N_FFT:
             x = np.pad(x, (0, N_FFT - x.size))
-        windows = [WindowTags(start_s=round(f["start_s"], 3), end_s=round(f["end_s"], 3),
-                              tags=window_tags(f, domain.music_prob))
-                   for f in window_features(x, vad)]
+        windows = [
+            WindowTags(
+                start_s=round(f["start_s"], 3), end_s=round(f["end_s"], 3), tags=window_tags(f, domain.music_prob)
+            )
+            for f in window_features(x, vad)
+        ]
         best: dict[str, float] = {}
         for w in windows:
             for t in w.tags:
                 best[t.label] = max(best.get(t.label, 0.0), t.prob)
         clip_tags = [LabelProb(label=k, prob=v) for k, v in sorted(best.items(), key=lambda kv: -kv[1])]
-        return SoundEvents(**self.lineage(clip.clip_id), label_set="heuristic-coarse", window_s=WINDOW_S,
-                           windows=windows, clip_tags=clip_tags)
+        return SoundEvents(
+            **self.lineage(clip.clip_id),
+            label_set="heuristic-coarse",
+            window_s=WINDOW_S,
+            windows=windows,
+            clip_tags=clip_tags,
+        )

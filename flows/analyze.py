@@ -26,8 +26,12 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
     for i, clip_ref in enumerate(clip_refs):
         futures, keys = {}, {}
         for name, expert in experts.items():  # build_experts returns dependency order
-            job = ShardJob(analyze.spec(expert), partial(analyze.run, expert), label=f"shard-{i:04d}",
-                           inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}})
+            job = ShardJob(
+                analyze.spec(expert),
+                partial(analyze.run, expert),
+                label=f"shard-{i:04d}",
+                inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}},
+            )
             keys[name] = job.plan()[0]
             futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in expert.needs], retries=1)
         pending.append(futures)

@@ -47,21 +47,32 @@ def build_flow(cfg: Config) -> dict[str, Any]:
 
         t = time.perf_counter()
         synth = synthesize_flow.with_options(task_runner=runner)(
-            cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id)
+            cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
+        )
         timings["synthesize"] = time.perf_counter() - t
         for name, res in synth["results"].items():
             shards[f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
 
         t = time.perf_counter()
         qc = filter_flow.with_options(task_runner=runner)(
-            cfg, filter_inputs(ingest.refs, {n: r.refs for n, r in experts.items()},
-                               synth["results"]["evidence"].refs,
-                               {i: synth["results"][i].refs for i in cfg.synthesize.items}), run_id)
+            cfg,
+            filter_inputs(
+                ingest.refs,
+                {n: r.refs for n, r in experts.items()},
+                synth["results"]["evidence"].refs,
+                {i: synth["results"][i].refs for i in cfg.synthesize.items},
+            ),
+            run_id,
+        )
         timings["filter"] = time.perf_counter() - t
         shards["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
 
         t = time.perf_counter()
-        tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine"), "qc": qc.keys("qc")}
+        tables: dict[str, list[str]] = {
+            "clips": ingest.keys("clips"),
+            "quarantine": ingest.keys("quarantine"),
+            "qc": qc.keys("qc"),
+        }
         for name, res in experts.items():
             tables[name] = res.keys(name)
         for name, res in synth["results"].items():
@@ -76,8 +87,7 @@ def build_flow(cfg: Config) -> dict[str, Any]:
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
         status = "ok"
     finally:
-        stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards,
-                 "llm": synth.get("llm")}
+        stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards, "llm": synth.get("llm")}
         cat.finish_run(run_id, status, stats)
     get_run_logger().info("build %s: %s", run_id, stats)
     return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats}

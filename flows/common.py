@@ -35,8 +35,13 @@ def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
     return run_job(open_catalog(cfg), job, run_id, get_run_logger())
 
 
-def submit(cfg: Config, job: ShardJob, run_id: str | None, wait_for: Sequence[PrefectFuture] | None = None,
-           retries: int | None = None) -> PrefectFuture:
+def submit(
+    cfg: Config,
+    job: ShardJob,
+    run_id: str | None,
+    wait_for: Sequence[PrefectFuture] | None = None,
+    retries: int | None = None,
+) -> PrefectFuture:
     """Submit one shard job as a task run named after its stage and shard."""
     options = {"task_run_name": job.task_name}
     if retries is not None:

@@ -32,14 +32,26 @@ def run_model_task(cfg: Config, version: str, endpoint: str, model_id: str, task
     cat = open_catalog(cfg)
     requests = evn.model_requests(cat, version, tasks, cfg.synthesize.prompt_dir)
     subtasks = sorted({s for reqs in requests.values() for s, _, _ in reqs})
-    preds = run_model(evn.clip_audio(cat, version, list(requests)), dict.fromkeys(subtasks, ""), endpoint, model_id,
-                      requests=lambda clip_id: requests.get(clip_id, []), cache_dir=cfg.data_root / ".runner_cache",
-                      max_concurrency=cfg.llm.max_concurrency, timeout_s=cfg.llm.timeout_s)
+    preds = run_model(
+        evn.clip_audio(cat, version, list(requests)),
+        dict.fromkeys(subtasks, ""),
+        endpoint,
+        model_id,
+        requests=lambda clip_id: requests.get(clip_id, []),
+        cache_dir=cfg.data_root / ".runner_cache",
+        max_concurrency=cfg.llm.max_concurrency,
+        timeout_s=cfg.llm.timeout_s,
+    )
     paths = write_predictions(preds, out_dir)
     (out_dir / "errors.json").write_text(json.dumps(preds.errors, indent=1))
-    get_run_logger().info("model %s: %d requests, %d cache hits, %d failed (listed in %s)", model_id,
-                          sum(len(r) for r in requests.values()), preds.cache_hits, preds.n_errors(),
-                          out_dir / "errors.json")
+    get_run_logger().info(
+        "model %s: %d requests, %d cache hits, %d failed (listed in %s)",
+        model_id,
+        sum(len(r) for r in requests.values()),
+        preds.cache_hits,
+        preds.n_errors(),
+        out_dir / "errors.json",
+    )
     return {"files": paths, "errors": preds.n_errors(), "stats": preds.stats}
 
 
@@ -54,16 +66,28 @@ def _with_key(job: ShardJob, fn) -> ShardJob:
 
 
 @flow(name="evaluate", log_prints=True)
-def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | None = None,
-                  model_name: str = "model", version: str | None = None, metric: str = "similarity",
-                  device: str | None = None, endpoint: str | None = None, model_id: str | None = None,
-                  tasks: list[str] | None = None, judge: str = "auto", sbert: str | None = None,
-                  error_checker: str = "auto") -> dict:
+def evaluate_flow(
+    cfg: Config,
+    predictions: Path | None = None,
+    subtask: str | None = None,
+    model_name: str = "model",
+    version: str | None = None,
+    metric: str = "similarity",
+    device: str | None = None,
+    endpoint: str | None = None,
+    model_id: str | None = None,
+    tasks: list[str] | None = None,
+    judge: str = "auto",
+    sbert: str | None = None,
+    error_checker: str = "auto",
+) -> dict:
     cat = open_catalog(cfg)
     version = version or cat.latest_version()
     if version is None or version not in cat.versions():
-        raise ValueError(f"dataset {cfg.dataset!r} has no version {version!r}; run `earmark build` first "
-                         f"(versions: {', '.join(cat.versions()) or 'none'})")
+        raise ValueError(
+            f"dataset {cfg.dataset!r} has no version {version!r}; run `earmark build` first "
+            f"(versions: {', '.join(cat.versions()) or 'none'})"
+        )
     if judge not in evn.JUDGE_MODES:
         raise ValueError(f"judge must be one of {', '.join(evn.JUDGE_MODES)}, got {judge!r}")
     metrics = ev.parse_metrics(metric)
@@ -82,8 +106,10 @@ def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | N
         predictions.mkdir(parents=True, exist_ok=True)
         ran = run_model_task(cfg, version, endpoint, model_id or model_name, tasks, predictions)
         if ran["errors"]:
-            sections.append(f"{ran['errors']} requests to {model_id or model_name} failed for good; their answers are "
-                            f"empty and score as misses (see {predictions / 'errors.json'}).\n")
+            sections.append(
+                f"{ran['errors']} requests to {model_id or model_name} failed for good; their answers are "
+                f"empty and score as misses (see {predictions / 'errors.json'}).\n"
+            )
     if predictions is None:
         raise ValueError("nothing to score: give --predictions FILE|DIR or --endpoint URL (a model to run)")
     plan = evn.plan_files(Path(predictions), subtask, metrics)
@@ -95,43 +121,94 @@ def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | N
         if metrics == ["similarity"]:
             sbert_dir, sbert_name = evn.resolve_sbert(sbert)
             job = ShardJob(evn.similarity_spec(version, model_name, sbert_name), evn.score_similarity, sources=digests)
-            key = _run(cfg, _with_key(job, lambda k, inputs: evn.score_similarity(
-                cat, version, plan.text_files, model_name, sbert_dir, k, inputs)), "evaluate/similarity")
+            key = _run(
+                cfg,
+                _with_key(
+                    job,
+                    lambda k, inputs: evn.score_similarity(
+                        cat, version, plan.text_files, model_name, sbert_dir, k, inputs
+                    ),
+                ),
+                "evaluate/similarity",
+            )
             sections.insert(0, ev.report_markdown(model_name, version, evn.similarity_summaries(cat, key)))
         else:
             ref_root = cat.root / "exports" / version
             if not ref_root.is_dir():
-                raise FileNotFoundError(f"version {version} has no MECAT export at {ref_root}; re-run `earmark build` "
-                                        "(publish writes it)")
+                raise FileNotFoundError(
+                    f"version {version} has no MECAT export at {ref_root}; re-run `earmark build` (publish writes it)"
+                )
             sbert_dir, sbert_name, checker, note = evn.sbert_and_checker(metrics, sbert, error_checker, device)
             model = f"sbert:{sbert_name}" if sbert_dir is not None else "none"
             spec = evn.mecat_spec(version, model_name, metrics, model, getattr(checker, "name", None))
             job = ShardJob(spec, evn.score_mecat, sources=digests)
-            key = _run(cfg, _with_key(job, lambda k, inputs: evn.score_mecat(
-                cfg.data_root, version, plan.text_files, model_name, metrics, ref_root, sbert_dir, device, checker,
-                k, inputs)), "evaluate/mecat")
+            key = _run(
+                cfg,
+                _with_key(
+                    job,
+                    lambda k, inputs: evn.score_mecat(
+                        cfg.data_root,
+                        version,
+                        plan.text_files,
+                        model_name,
+                        metrics,
+                        ref_root,
+                        sbert_dir,
+                        device,
+                        checker,
+                        k,
+                        inputs,
+                    ),
+                ),
+                "evaluate/mecat",
+            )
             report = evn.mecat_report(cat, key, list(plan.text_files), ref_root, metrics)
             notes = [f"Sentence embeddings: {sbert_name} ({sbert_dir}).", note + "."] if sbert_dir is not None else []
-            sections.insert(0, report.markdown(f"{model_name} on {cfg.dataset} {version}: MECAT {', '.join(metrics)}")
-                            + "".join(f"\n{n}" for n in notes))
+            sections.insert(
+                0,
+                report.markdown(f"{model_name} on {cfg.dataset} {version}: MECAT {', '.join(metrics)}")
+                + "".join(f"\n{n}" for n in notes),
+            )
             scores["mecat"] = report.to_dict()
             cdf_metric = metrics[0]
-            create_table_artifact(key="mecat-scores", description=f"{model_name} on {version}: per group ×100",
-                                  table=[{"group": g, "samples": v["n_samples"], "references": v["n_references"],
-                                          **{m: round(x, 2) for m, x in v["scores"].items()}}
-                                         for g, v in scores["mecat"]["groups"].items()])
+            create_table_artifact(
+                key="mecat-scores",
+                description=f"{model_name} on {version}: per group ×100",
+                table=[
+                    {
+                        "group": g,
+                        "samples": v["n_samples"],
+                        "references": v["n_references"],
+                        **{m: round(x, 2) for m, x in v["scores"].items()},
+                    }
+                    for g, v in scores["mecat"]["groups"].items()
+                ],
+            )
         eval_keys.append(key)
     for sub, path in plan.item_files.items():
-        client = None if judge == "off" or (judge == "auto" and cfg.llm.endpoint is None) else \
-            open_llm(cfg.llm, cfg.data_root / ".llm_cache")
+        client = (
+            None
+            if judge == "off" or (judge == "auto" and cfg.llm.endpoint is None)
+            else open_llm(cfg.llm, cfg.data_root / ".llm_cache")
+        )
         judge_model = client.model if client is not None else "none"
         errors: list[str] = []
-        job = ShardJob(evn.items_spec(version, sub, model_name, judge_model, cfg.synthesize.prompt_dir),
-                       evn.score_items, sources=evn.digests({sub: path}))
+        job = ShardJob(
+            evn.items_spec(version, sub, model_name, judge_model, cfg.synthesize.prompt_dir),
+            evn.score_items,
+            sources=evn.digests({sub: path}),
+        )
         try:
-            key = _run(cfg, _with_key(job, lambda k, inputs, sub=sub, path=path, client=client, errors=errors: evn.score_items(
-                cat, version, sub, path, model_name, client, k, cfg.synthesize.prompt_dir, errors, inputs)),
-                f"evaluate/{sub}")
+            key = _run(
+                cfg,
+                _with_key(
+                    job,
+                    lambda k, inputs, sub=sub, path=path, client=client, errors=errors: evn.score_items(
+                        cat, version, sub, path, model_name, client, k, cfg.synthesize.prompt_dir, errors, inputs
+                    ),
+                ),
+                f"evaluate/{sub}",
+            )
         finally:
             if client is not None:
                 client.close()
@@ -141,14 +218,22 @@ def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | N
         sections.append(evn.item_markdown(model_name, sub, result, judge_model))
         scores[sub] = {**result.scores, "decided_by": result.decided_by}
         eval_keys.append(key)
-        create_table_artifact(key=f"{sub}-scores", description=f"{model_name} on {version}: {sub}",
-                              table=[{"metric": k, "value": v} for k, v in result.scores.items() if not isinstance(v, dict)])
+        create_table_artifact(
+            key=f"{sub}-scores",
+            description=f"{model_name} on {version}: {sub}",
+            table=[{"metric": k, "value": v} for k, v in result.scores.items() if not isinstance(v, dict)],
+        )
     eval_id = eval_keys[0] if len(eval_keys) == 1 else hashlib.sha256("|".join(eval_keys).encode()).hexdigest()[:24]
     reports = cat.root / "reports"
     plot = None
     if plan.text_files:
-        plot = evn.cdf(cat, eval_keys[:1], cdf_metric, reports / f"{eval_id}.cdf.png",
-                       f"{model_name} on {version}: per-sample {cdf_metric or 'similarity'}")
+        plot = evn.cdf(
+            cat,
+            eval_keys[:1],
+            cdf_metric,
+            reports / f"{eval_id}.cdf.png",
+            f"{model_name} on {version}: per-sample {cdf_metric or 'similarity'}",
+        )
     report_text = "\n".join(sections)
     if plot is not None:
         report_text += f"\nPer-sample score CDF (MECAT Figure 6 style): {plot}\n"
@@ -157,6 +242,12 @@ def evaluate_flow(cfg: Config, predictions: Path | None = None, subtask: str | N
     path.write_text(report_text)
     create_markdown_artifact(key="evaluation-report", markdown=report_text, description=f"{model_name} on {version}")
     get_run_logger().info("report written to %s", path)
-    result = {"eval_id": eval_id, "eval_keys": eval_keys, "version": version, "report": str(path),
-              "markdown": report_text, "plot": str(plot) if plot else None}
+    result = {
+        "eval_id": eval_id,
+        "eval_keys": eval_keys,
+        "version": version,
+        "report": str(path),
+        "markdown": report_text,
+        "plot": str(plot) if plot else None,
+    }
     return result if not scores else {**result, "scores": scores}

@@ -18,21 +18,31 @@ from earmark.stages.qc import summary
 
 
 @flow(name="filter", log_prints=True)
-def filter_flow(cfg: Config, shard_inputs: Sequence[Mapping[str, Sequence[str]]], run_id: str | None = None) -> StageResult:
+def filter_flow(
+    cfg: Config, shard_inputs: Sequence[Mapping[str, Sequence[str]]], run_id: str | None = None
+) -> StageResult:
     """`shard_inputs`: per clip shard, table → keys (its item shards, evidence, clips, asr, asr_check)."""
     if cfg.filter.margin_backend == "clap":  # fail before any shard runs, naming the missing weights
         require_clap(cfg.filter.clap_model, cfg.analyze.models_dir)
     spec = qc_stage.spec(cfg, resolve_sbert(cfg.filter.sbert)[1])
     embedder = partial(sentence_embedder, cfg.filter.sbert)
-    futures = [submit(cfg, ShardJob(spec, partial(qc_stage.run, cfg, embedder), inputs=dict(inputs),
-                                    label=f"shard-{i:04d}"), run_id)
-               for i, inputs in enumerate(shard_inputs)]
+    futures = [
+        submit(
+            cfg,
+            ShardJob(spec, partial(qc_stage.run, cfg, embedder), inputs=dict(inputs), label=f"shard-{i:04d}"),
+            run_id,
+        )
+        for i, inputs in enumerate(shard_inputs)
+    ]
     result = StageResult([f.result() for f in futures])
     if result.refs:
         cat = open_catalog(cfg)
         rows = [r for ref in result.refs for r in stored(cat, ref, "qc")]
-        create_table_artifact(key="qc-summary", table=summary(rows),
-                              description="Items kept and rejected per check, with each check's score range")
+        create_table_artifact(
+            key="qc-summary",
+            table=summary(rows),
+            description="Items kept and rejected per check, with each check's score range",
+        )
     return result
 
 

@@ -24,8 +24,12 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
     futures = []
     for i in range(0, len(files), n):
         group = files[i : i + n]
-        job = ShardJob(spec, partial(ingest.run, group, root, cfg.ingest), sources=[ingest.source_identity(f, root) for f in group],
-                       label=f"shard-{i // n:04d}")
+        job = ShardJob(
+            spec,
+            partial(ingest.run, group, root, cfg.ingest),
+            sources=[ingest.source_identity(f, root) for f in group],
+            label=f"shard-{i // n:04d}",
+        )
         futures.append(submit(cfg, job, run_id))
     return StageResult([f.result() for f in futures])
 

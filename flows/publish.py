@@ -26,8 +26,11 @@ def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_i
     reviews = publish.review_keys(cat)
     if not reviews:
         return shards
-    job = ShardJob(publish.REVIEW_APPLY, publish.review_apply,
-                   inputs={"reviews": reviews, **{t: shards.get(t, []) for t in ITEM_TABLES}})
+    job = ShardJob(
+        publish.REVIEW_APPLY,
+        publish.review_apply,
+        inputs={"reviews": reviews, **{t: shards.get(t, []) for t in ITEM_TABLES}},
+    )
     key = stage_task.with_options(task_run_name="review-apply")(cfg, job, run_id).key
     out = {t: list(keys) for t, keys in shards.items()}
     for t in ("qc", *ITEM_TABLES):
@@ -41,8 +44,13 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
     cat = open_catalog(cfg)
     shards = apply_reviews(cfg, cat, shards, run_id)
     version, created = cat.publish(shards, run_id, note=note)
-    job = ShardJob(publish.publish_spec(list(shards)), partial(publish.publish, cat, version), inputs=shards,
-                   sources=[version], label=version)
+    job = ShardJob(
+        publish.publish_spec(list(shards)),
+        partial(publish.publish, cat, version),
+        inputs=shards,
+        sources=[version],
+        label=version,
+    )
     ref = stage_task.with_options(task_run_name=f"publish/{version}")(cfg, job, run_id)
     out_dir = cat.root / "exports" / version
     if (card := out_dir / "README.md").exists():

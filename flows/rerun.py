@@ -36,8 +36,9 @@ from earmark.storage.diff import diff_markdown, version_diff
 @flow(name="rerun", log_prints=True)
 def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
     if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; re-run one of {', '.join(STAGES)} (ingest needs the audio: "
-                         "use `earmark build`)")
+        raise ValueError(
+            f"unknown stage {stage!r}; re-run one of {', '.join(STAGES)} (ingest needs the audio: use `earmark build`)"
+        )
     cat = open_catalog(cfg)
     base = version or cat.latest_version()
     if base is None or base not in cat.versions():
@@ -61,7 +62,9 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         if stage == "analyze":
             got = analyze_flow.with_options(task_runner=runner)(cfg, g.clip_refs, run_id)
             experts = {name: res.refs for name, res in got.items()}
-            stats["shards"].update({f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()})
+            stats["shards"].update(
+                {f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()}
+            )
             stats["timings_s"]["analyze"] = round(time.perf_counter() - t, 2)
         item_refs = dict(g.items)
         evidence_keys = g.evidence
@@ -78,7 +81,8 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
             stats["timings_s"]["synthesize"] = round(time.perf_counter() - t, 2)
         t = time.perf_counter()
         qc = filter_flow.with_options(task_runner=runner)(
-            cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id)
+            cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
+        )
         stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
         stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
 
@@ -90,8 +94,9 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(report)
         create_markdown_artifact(key="version-diff", markdown=report, description=f"{base} → {published['version']}")
-        stats["diff"] = {d.table: {"added": d.added, "changed": d.changed, "removed": d.removed} for d in diffs
-                         if d.touched}
+        stats["diff"] = {
+            d.table: {"added": d.added, "changed": d.changed, "removed": d.removed} for d in diffs if d.touched
+        }
         status = "ok"
     finally:
         cat.finish_run(run_id, status, stats)
@@ -101,4 +106,3 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
 
 def run_rerun(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
     return rerun_flow.with_options(task_runner=task_runner(cfg))(cfg, stage, items, version)
-

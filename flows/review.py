@@ -58,10 +58,16 @@ def _markdown(items: list[ReviewItem]) -> str:
     def cell(s: str) -> str:
         return s.replace("|", "/").replace("\n", " ")[:300]
 
-    lines = ["Decide per item: **accept**, **reject**, or **rewrite** with the new text in `new_text`.", "",
-             "| table | item | context | text | automatic QC |", "|---|---|---|---|---|"]
-    lines += [f"| {i.item_table} | `{i.item_id}` | {cell(i.context)} | {cell(i.text)} | {cell(i.qc) or 'kept'} |"
-              for i in items]
+    lines = [
+        "Decide per item: **accept**, **reject**, or **rewrite** with the new text in `new_text`.",
+        "",
+        "| table | item | context | text | automatic QC |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {i.item_table} | `{i.item_id}` | {cell(i.context)} | {cell(i.text)} | {cell(i.qc) or 'kept'} |"
+        for i in items
+    ]
     return "\n".join(lines)
 
 
@@ -71,25 +77,39 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
     logger = get_run_logger()
     cat = open_catalog(cfg)
     items, qc = review.version_items(cat, shards)
-    todo = review_items(items, qc, review.stored_decisions(cat), tables=cfg.review.tables, scope=cfg.review.scope,
-                        max_items=cfg.review.max_items)
+    todo = review_items(
+        items,
+        qc,
+        review.stored_decisions(cat),
+        tables=cfg.review.tables,
+        scope=cfg.review.scope,
+        max_items=cfg.review.max_items,
+    )
     if not todo:
         logger.info("review: every item in scope already has a decision")
         return {"mode": cfg.review.mode, "items": 0}
     if cfg.review.mode == "file":
         sheet = write_sheet(todo, cat.root / "review" / f"{run_id or 'latest'}.csv")
-        create_markdown_artifact(key="review-sheet", description="Items waiting for review", markdown=(
-            f"Review sheet with {len(todo)} items: `{sheet}`. Fill in `decision` (accept / reject / rewrite) and "
-            f"`new_text` for rewrites, then run `earmark review import -d {cfg.dataset} {sheet}`."))
+        create_markdown_artifact(
+            key="review-sheet",
+            description="Items waiting for review",
+            markdown=(
+                f"Review sheet with {len(todo)} items: `{sheet}`. Fill in `decision` (accept / reject / rewrite) and "
+                f"`new_text` for rewrites, then run `earmark review import -d {cfg.dataset} {sheet}`."
+            ),
+        )
         logger.info("review: sheet with %d items written to %s", len(todo), sheet)
         return {"mode": "file", "items": len(todo), "sheet": str(sheet)}
 
     form = ReviewInput.with_initial_data(
-        description=_markdown(todo), reviewer="reviewer",
-        decisions=[ItemDecision(item_table=i.item_table, item_id=i.item_id, text=i.text) for i in todo])
+        description=_markdown(todo),
+        reviewer="reviewer",
+        decisions=[ItemDecision(item_table=i.item_table, item_id=i.item_id, text=i.text) for i in todo],
+    )
     logger.info("review: %d items; resume this flow run in the Prefect UI with your decisions", len(todo))
-    answer = pause_flow_run(wait_for_input=form, timeout=cfg.review.timeout_s, poll_interval=cfg.review.poll_s,
-                            key="review")
+    answer = pause_flow_run(
+        wait_for_input=form, timeout=cfg.review.timeout_s, poll_interval=cfg.review.poll_s, key="review"
+    )
     rows = [{**d.model_dump(), "reviewer": answer.reviewer} for d in answer.decisions]
     decisions, errors = to_decisions(rows, items, reviewer=answer.reviewer or "reviewer", source="ui")
     for e in errors:

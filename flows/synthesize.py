@@ -27,8 +27,13 @@ def llm_session(cfg: Config) -> LLMSession:
 
 
 @flow(name="synthesize", log_prints=True)
-def synthesize_flow(cfg: Config, clip_refs: list[ShardRef], expert_refs: Mapping[str, list[ShardRef]],
-                    run_id: str | None = None, existing: Mapping[str, list[ShardRef]] | None = None) -> dict[str, Any]:
+def synthesize_flow(
+    cfg: Config,
+    clip_refs: list[ShardRef],
+    expert_refs: Mapping[str, list[ShardRef]],
+    run_id: str | None = None,
+    existing: Mapping[str, list[ShardRef]] | None = None,
+) -> dict[str, Any]:
     """Evidence and the configured item types for every clip shard; returns the stage results and LLM usage.
 
     `existing`: per item type not being generated, the shards (aligned with `clip_refs`) to take from an
@@ -44,8 +49,12 @@ def synthesize_flow(cfg: Config, clip_refs: list[ShardRef], expert_refs: Mapping
     try:
         for i, clip_ref in enumerate(clip_refs):
             label = f"shard-{i:04d}"
-            ev_job = ShardJob(ev_spec, partial(evidence.run, list(expert_refs)), label=label,
-                              inputs={"clips": [clip_ref.key], **{t: [refs[i].key] for t, refs in expert_refs.items()}})
+            ev_job = ShardJob(
+                ev_spec,
+                partial(evidence.run, list(expert_refs)),
+                label=label,
+                inputs={"clips": [clip_ref.key], **{t: [refs[i].key] for t, refs in expert_refs.items()}},
+            )
             ev_key, ev_future = ev_job.plan()[0], submit(cfg, ev_job, run_id)
             ev_futures.append(ev_future)
             if cfg.synthesize.strategy == "joint":
@@ -73,8 +82,15 @@ def synthesize_flow(cfg: Config, clip_refs: list[ShardRef], expert_refs: Mapping
     return {"results": results, "llm": stats}
 
 
-def _item_job(cfg: Config, session: LLMSession, item: str, evidence_key: str, captions_key: str | None, label: str,
-              items: list[str]) -> ShardJob:
+def _item_job(
+    cfg: Config,
+    session: LLMSession,
+    item: str,
+    evidence_key: str,
+    captions_key: str | None,
+    label: str,
+    items: list[str],
+) -> ShardJob:
     spec = synthesis.spec(item, cfg.synthesize, cfg.llm, items)
     inputs = {"evidence": [evidence_key], **({"captions": [captions_key]} if captions_key else {})}
     fn = partial(synthesis.run, item, cfg.synthesize, cfg.llm, session, items)
@@ -83,6 +99,3 @@ def _item_job(cfg: Config, session: LLMSession, item: str, evidence_key: str, ca
 
 def run_synthesize(cfg: Config, clip_refs, expert_refs, run_id: str | None = None, existing=None) -> dict[str, Any]:
     return synthesize_flow.with_options(task_runner=task_runner(cfg))(cfg, clip_refs, expert_refs, run_id, existing)
-
-
-

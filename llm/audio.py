@@ -52,10 +52,15 @@ def flac_to_wav(audio: bytes) -> bytes:
 
 
 def audio_message(prompt: str, wav_b64: str) -> list[dict]:
-    return [{"role": "user", "content": [
-        {"type": "text", "text": prompt},
-        {"type": "input_audio", "input_audio": {"data": wav_b64, "format": "wav"}},
-    ]}]
+    return [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": prompt},
+                {"type": "input_audio", "input_audio": {"data": wav_b64, "format": "wav"}},
+            ],
+        }
+    ]
 
 
 def _message_text(reply: dict) -> tuple[str, str | None]:
@@ -103,19 +108,38 @@ def run_model(
     if not prompts:
         raise ValueError("run_model: no prompts given; pass {subtask: prompt}")
     if requests is None:
+
         def requests(clip_id: str) -> list[Request]:
             return [(s, clip_id, p) for s, p in prompts.items()]
+
     params = {"max_tokens": max_tokens, "temperature": temperature}
     cache = ResponseCache(cache_dir) if cache_dir is not None else None
     out = ModelPredictions(prompts)
-    client = LLMClient(endpoint, model, api_key=api_key, max_concurrency=max_concurrency, timeout_s=timeout_s,
-                       max_retries=max_retries, backoff_s=backoff_s)
+    client = LLMClient(
+        endpoint,
+        model,
+        api_key=api_key,
+        max_concurrency=max_concurrency,
+        timeout_s=timeout_s,
+        max_retries=max_retries,
+        backoff_s=backoff_s,
+    )
 
-    def ask(subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str) -> tuple[str, str, str, str | None, bool]:
+    def ask(
+        subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str
+    ) -> tuple[str, str, str, str | None, bool]:
         # The key names the audio by its sha, not its bytes: same answer, 30 000× smaller key payload.
-        ckey = cache_key(model, [{"role": "user", "content": [{"type": "text", "text": prompt},
-                                                              {"type": "input_audio_sha256", "sha256": audio_sha}]}],
-                         params, None)
+        ckey = cache_key(
+            model,
+            [
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": prompt}, {"type": "input_audio_sha256", "sha256": audio_sha}],
+                }
+            ],
+            params,
+            None,
+        )
         if cache is not None and (hit := cache.get(ckey)) is not None:
             return subtask, key, hit["text"], None, True
         body = {"model": model, "messages": audio_message(prompt, wav_b64), **params}
@@ -148,8 +172,9 @@ def run_model(
             except (RuntimeError, ValueError) as exc:  # sf.LibsndfileError is a RuntimeError
                 for subtask, key, _ in todo:
                     out.setdefault(subtask, {})[key] = ""
-                    out.errors.setdefault(subtask, {})[key] = (f"clip {clip_id}: audio could not be decoded ({exc}); "
-                                                               "re-ingest it")
+                    out.errors.setdefault(subtask, {})[key] = (
+                        f"clip {clip_id}: audio could not be decoded ({exc}); re-ingest it"
+                    )
                 continue
             wav_b64 = base64.b64encode(wav).decode("ascii")
             audio_sha = hashlib.sha256(wav).hexdigest()

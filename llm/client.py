@@ -165,13 +165,7 @@ class LLMClient:
     # -- public -------------------------------------------------------------------------------
 
     def complete_json(
-        self,
-        messages: list[dict],
-        schema: dict | None,
-        *,
-        max_tokens: int,
-        temperature: float = 0.2,
-        seed: int = 0,
+        self, messages: list[dict], schema: dict | None, *, max_tokens: int, temperature: float = 0.2, seed: int = 0
     ) -> LLMResult:
         params = {"max_tokens": max_tokens, "temperature": temperature, "seed": seed}
         key = cache_key(self.model, messages, params, schema)
@@ -179,12 +173,20 @@ class LLMClient:
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self._count(cache_hits=1)
             return LLMResult(
-                data=hit["data"], text=hit["text"], cached=True, prompt_tokens=hit.get("prompt_tokens", 0),
-                completion_tokens=hit.get("completion_tokens", 0), seconds=time.perf_counter() - t0,
+                data=hit["data"],
+                text=hit["text"],
+                cached=True,
+                prompt_tokens=hit.get("prompt_tokens", 0),
+                completion_tokens=hit.get("completion_tokens", 0),
+                seconds=time.perf_counter() - t0,
             )
 
-        body = {"model": self.model, "messages": messages, **params,
-                "response_format": response_format(schema, self.schema_mode)}
+        body = {
+            "model": self.model,
+            "messages": messages,
+            **params,
+            "response_format": response_format(schema, self.schema_mode),
+        }
         try:
             reply = self._post("/chat/completions", body)
         except LLMEndpointError:
@@ -206,10 +208,19 @@ class LLMClient:
                 error = f"output truncated at max_tokens={max_tokens}; raise max_tokens. {error}"
             self._count(errors=1)
         if error is None and self.cache is not None:
-            self.cache.put(key, {"data": data, "text": text, "prompt_tokens": prompt_tokens,
-                                 "completion_tokens": completion_tokens})
-        return LLMResult(data=data, text=text, cached=False, prompt_tokens=prompt_tokens,
-                         completion_tokens=completion_tokens, seconds=time.perf_counter() - t0, error=error)
+            self.cache.put(
+                key,
+                {"data": data, "text": text, "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+            )
+        return LLMResult(
+            data=data,
+            text=text,
+            cached=False,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            seconds=time.perf_counter() - t0,
+            error=error,
+        )
 
     def post_json(self, path: str, body: dict) -> dict:
         """POST `body` to base_url + path with this client's retries, backoff and concurrency limit.
@@ -265,8 +276,11 @@ class LLMClient:
                 try:
                     return resp.json()
                 except ValueError:
-                    raise LLMEndpointError(f"POST {url} returned 200 with a non-JSON body: {resp.text[:300]!r}",
-                                           status=200, attempts=attempt + 1) from None
+                    raise LLMEndpointError(
+                        f"POST {url} returned 200 with a non-JSON body: {resp.text[:300]!r}",
+                        status=200,
+                        attempts=attempt + 1,
+                    ) from None
             if resp.status_code in RETRY_STATUS:
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
                 retry_after = _retry_after_s(resp)
@@ -274,11 +288,13 @@ class LLMClient:
             raise LLMEndpointError(
                 f"POST {url} (model {self.model!r}) was rejected with HTTP {resp.status_code}: "
                 f"{resp.text[:500]} -- check the model name, api_key and schema_mode={self.schema_mode!r}",
-                status=resp.status_code, attempts=attempt + 1,
+                status=resp.status_code,
+                attempts=attempt + 1,
             )
         raise LLMEndpointError(
             f"POST {url} failed after {self.max_retries + 1} attempts (last: {last}); "
-            f"is the LLM server running and reachable?", attempts=self.max_retries + 1,
+            f"is the LLM server running and reachable?",
+            attempts=self.max_retries + 1,
         )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:

@@ -162,10 +162,22 @@ class LocalLLMServer:
 
     def _spawn(self) -> None:
         cmd = [
-            sys.executable, "-c", _BOOTSTRAP, str(os.getpid()),
-            "--model", str(self.model_path), "--model_alias", self.model_id,
-            "--host", "127.0.0.1", "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads),
+            sys.executable,
+            "-c",
+            _BOOTSTRAP,
+            str(os.getpid()),
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            self.model_id,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
         with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor

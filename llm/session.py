@@ -17,8 +17,14 @@ from earmark.llm import LLMClient, LocalLLMServer, ResponseCache
 
 class _LazyServerClient(LLMClient):
     def __init__(self, cfg: LLMSection, cache: ResponseCache, log_path: Path | None):
-        super().__init__("http://127.0.0.1:9/v1", cfg.model, cache=cache, schema_mode="llama_cpp",
-                         max_concurrency=1, timeout_s=cfg.timeout_s)
+        super().__init__(
+            "http://127.0.0.1:9/v1",
+            cfg.model,
+            cache=cache,
+            schema_mode="llama_cpp",
+            max_concurrency=1,
+            timeout_s=cfg.timeout_s,
+        )
         self._cfg = cfg
         self._log_path = log_path
         self._server: LocalLLMServer | None = None
@@ -28,9 +34,12 @@ class _LazyServerClient(LLMClient):
         with self._start_lock:
             if self._server is None:
                 # All cores: while synthesis runs, the server is the only thing computing.
-                self._server = LocalLLMServer(self._cfg.model, n_ctx=self._cfg.n_ctx,
-                                              n_threads=self._cfg.n_threads or os.cpu_count(),
-                                              log_path=self._log_path).start()
+                self._server = LocalLLMServer(
+                    self._cfg.model,
+                    n_ctx=self._cfg.n_ctx,
+                    n_threads=self._cfg.n_threads or os.cpu_count(),
+                    log_path=self._log_path,
+                ).start()
                 self.base_url = self._server.base_url.rstrip("/")
         return super()._post(path, body)
 
@@ -50,8 +59,15 @@ def open_llm(cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> 
     cache = ResponseCache(cache_dir)
     if cfg.endpoint is None:
         return _LazyServerClient(cfg, cache, log_path)
-    return LLMClient(cfg.endpoint, cfg.model, api_key=os.environ.get(cfg.api_key_env), cache=cache,
-                     schema_mode=cfg.schema_mode, max_concurrency=cfg.max_concurrency, timeout_s=cfg.timeout_s)
+    return LLMClient(
+        cfg.endpoint,
+        cfg.model,
+        api_key=os.environ.get(cfg.api_key_env),
+        cache=cache,
+        schema_mode=cfg.schema_mode,
+        max_concurrency=cfg.max_concurrency,
+        timeout_s=cfg.timeout_s,
+    )
 
 
 def llm_stats(client: LLMClient) -> dict[str, Any]:

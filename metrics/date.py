@@ -34,6 +34,7 @@ import torch
 
 from earmark.metrics.refcache import cached_reference_means
 from earmark.metrics.similarity import load_sbert
+from earmark.schemas.records import QA_CATEGORIES
 
 # mecat.DATE.DATE.subset_data_delta and the group → subtask map of DATE.forward, verbatim.
 _SUBSET_DATA_DELTA: dict[str, dict[str, float]] = {
@@ -45,14 +46,17 @@ _SUBSET_DATA_DELTA: dict[str, dict[str, float]] = {
     "environment": {"all": 0.2150},
 }
 _GROUP_TO_SUBTASK = {
-    "content_long": "long", "content_short": "short",
-    "pure_speech": "speech", "mixed_speech": "speech",
-    "pure_music": "music", "mixed_music": "music",
-    "pure_sound": "sound", "mixed_sound": "sound",
+    "content_long": "long",
+    "content_short": "short",
+    "pure_speech": "speech",
+    "mixed_speech": "speech",
+    "pure_music": "music",
+    "mixed_music": "music",
+    "pure_sound": "sound",
+    "mixed_sound": "sound",
     "environment": "environment",
 }
-QA_GROUPS = ("direct_perception", "sound_characteristics", "quality_assessment",
-             "environment_reasoning", "inference_judgement", "application_context")
+QA_GROUPS = QA_CATEGORIES  # MECAT's six QA categories
 
 
 def _official_delta(group: str) -> float:
@@ -78,8 +82,11 @@ class DateScores:
     delta: float
 
     def mean(self) -> dict[str, float]:
-        return {"similarity": float(self.similarity.mean()), "discrimination": float(self.discrimination.mean()),
-                "date": float(self.date.mean())}
+        return {
+            "similarity": float(self.similarity.mean()),
+            "discrimination": float(self.discrimination.mean()),
+            "date": float(self.date.mean()),
+        }
 
 
 def _tokenize(model, texts: Sequence[str]) -> dict[str, torch.Tensor]:
@@ -108,7 +115,7 @@ def _tfidf_weights(ids: torch.Tensor, counts: torch.Tensor, table: torch.nn.Modu
         emb = torch.nn.functional.normalize(table(vocab).half(), p=2, dim=-1)
         cos = torch.empty((n_words, n_words), dtype=torch.float16, device=dev)
         for i in range(0, n_words, 1024):  # same fp16 products as upstream
-            cos[i:i + 1024] = emb[i:i + 1024] @ emb.t()
+            cos[i : i + 1024] = emb[i : i + 1024] @ emb.t()
         cos_sq_t = cos.pow(2).float().t().contiguous()  # fp16 square, as upstream; [t, w] = cos²(w, t)
 
     rows, cols = valid.nonzero(as_tuple=True)
@@ -123,10 +130,11 @@ def _tfidf_weights(ids: torch.Tensor, counts: torch.Tensor, table: torch.nn.Modu
             continue
         r, w = rows[lo:hi] - start, inverse[lo:hi]
         n_rows = min(_CHUNK, n_sent - start)
-        occ = torch.sparse_coo_tensor(torch.stack([r, w]), torch.ones(hi - lo, device=dev),
-                                      (n_rows, n_words), check_invariants=False).coalesce()
+        occ = torch.sparse_coo_tensor(
+            torch.stack([r, w]), torch.ones(hi - lo, device=dev), (n_rows, n_words), check_invariants=False
+        ).coalesce()
         soft = torch.sparse.mm(occ, cos_sq_t).half()  # [s, w] = Σ_positions of s cos²(w, t), fp16 like upstream
-        df += (soft.clamp(0, 1).float() * counts[start:start + n_rows, None]).sum(0)
+        df += (soft.clamp(0, 1).float() * counts[start : start + n_rows, None]).sum(0)
         tf[lo:hi] = soft[r, w]
         del soft, occ
     n_docs = counts.sum()
@@ -162,11 +170,13 @@ def _corpus_embeddings(model, texts: Sequence[str], device: torch.device, batch_
     out = torch.empty((len(unique), dim_of()), dtype=torch.float32, device=device)
     with torch.no_grad():
         for i in range(0, len(unique), batch_size):
-            sel = order[i:i + batch_size]
+            sel = order[i : i + batch_size]
             width = int(lengths[sel].max())  # trim padding: masked positions do not change the pooled output
             ids = feats["input_ids"][sel, :width]
-            batch = {"attention_mask": feats["attention_mask"][sel, :width],
-                     "inputs_embeds": table(ids) * weights[sel, :width].float().unsqueeze(-1)}
+            batch = {
+                "attention_mask": feats["attention_mask"][sel, :width],
+                "inputs_embeds": table(ids) * weights[sel, :width].float().unsqueeze(-1),
+            }
             if "token_type_ids" in feats:
                 batch["token_type_ids"] = feats["token_type_ids"][sel, :width]
             out[sel] = model.forward(batch)["sentence_embedding"].float()
@@ -195,8 +205,9 @@ def error_penalties(error_checker: Callable | None, candidates: Sequence[str], d
     n = len(candidates)
     if error_checker is None:
         return torch.ones(n, device=dev)
-    penalty = torch.as_tensor(np.asarray(torch.as_tensor(error_checker(list(candidates))).cpu(),
-                                         dtype=np.float32).reshape(-1), device=dev)
+    penalty = torch.as_tensor(
+        np.asarray(torch.as_tensor(error_checker(list(candidates))).cpu(), dtype=np.float32).reshape(-1), device=dev
+    )
     if len(penalty) != n:
         raise ValueError(f"error_checker returned {len(penalty)} penalties for {n} candidates")
     return penalty
@@ -225,7 +236,9 @@ def date_scores(
     group — in this process or a later one — embeds the references once.
     """
     if len(candidates) != len(references):
-        raise ValueError(f"{len(candidates)} candidates but {len(references)} reference lists: give one list per candidate")
+        raise ValueError(
+            f"{len(candidates)} candidates but {len(references)} reference lists: give one list per candidate"
+        )
     n = len(candidates)
     if n == 0:
         empty = np.zeros(0, dtype=np.float32)
@@ -234,8 +247,9 @@ def date_scores(
     model = _resolve_model(sbert, dev)
     refs = [list(r) if len(r) else [""] for r in references]  # mecat's scorer substitutes "" for no reference
 
-    ref_mean = cached_reference_means(reference_cache, "date", model, refs,
-                                      lambda: _reference_means(model, refs, dev, batch_size), dev)
+    ref_mean = cached_reference_means(
+        reference_cache, "date", model, refs, lambda: _reference_means(model, refs, dev, batch_size), dev
+    )
     cand = _corpus_embeddings(model, list(candidates), dev, batch_size)
 
     penalty = error_penalties(error_checker, candidates, dev)
@@ -245,8 +259,8 @@ def date_scores(
     against = torch.empty(n, device=dev)
     with torch.no_grad():
         for i in range(0, n, block):
-            sims = (cand[i:i + block] @ ref_mean.t()) * penalty[i:i + block, None]
-            against[i:i + block] = (sims >= (own[i:i + block] - half)[:, None]).sum(1).float()
+            sims = (cand[i : i + block] @ ref_mean.t()) * penalty[i : i + block, None]
+            against[i : i + block] = (sims >= (own[i : i + block] - half)[:, None]).sum(1).float()
     disc = 1 - against / n
     date = 2 * own * disc / (own + disc + 1e-8)
     return DateScores(own.cpu().numpy(), disc.cpu().numpy(), date.cpu().numpy(), float(delta))

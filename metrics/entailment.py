@@ -82,9 +82,7 @@ _NEG_CONTRA = re.compile(
 )
 _LEADING = re.compile(r"^\W*(?:answer\s*:?\s*)?(yes|yeah|yep|correct|true|no|nope|false|incorrect)\b")
 _ANSWER_IS = re.compile(r"\b(?:answer|label|verdict|relation(?:ship)?) (?:is|:)\s*:?\s*\W?(yes|no|true|false)\b")
-_CONTRA = re.compile(
-    r"\b(?:contradict\w*|false|incorrect|wrong|inconsistent|refute[sd]?|conflicts?|absent|untrue)\b"
-)
+_CONTRA = re.compile(r"\b(?:contradict\w*|false|incorrect|wrong|inconsistent|refute[sd]?|conflicts?|absent|untrue)\b")
 _ENTAIL = re.compile(r"\b(?:entail\w*|impl(?:y|ies|ied)|true|correct|consistent|supported|supports|confirm(?:s|ed)?)\b")
 
 _YES = {"yes", "yeah", "yep", "correct", "true"}

@@ -42,23 +42,33 @@ class _Classifier(torch.nn.Module):
 class FenseErrorChecker:
     """callable(list[str]) -> penalties (1 = no error, 1 − penalty = flagged), as mecat's RefinedErrorChecker."""
 
-    def __init__(self, checkpoint: str | Path, device: str = "cpu", error_threshold: float = 0.9,
-                 penalty: float = 0.9, encoder_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        checkpoint: str | Path,
+        device: str = "cpu",
+        error_threshold: float = 0.9,
+        penalty: float = 0.9,
+        encoder_dir: str | Path | None = None,
+    ) -> None:
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         checkpoint = Path(checkpoint)
         if not checkpoint.is_file():
-            raise FileNotFoundError(f"FENSE error-checker checkpoint {checkpoint} not found; download {CHECKPOINT_URL} "
-                                    f"(sha256 {CHECKPOINT_SHA256[:12]}…) to {default_checkpoint()} or pass its path")
+            raise FileNotFoundError(
+                f"FENSE error-checker checkpoint {checkpoint} not found; download {CHECKPOINT_URL} "
+                f"(sha256 {CHECKPOINT_SHA256[:12]}…) to {default_checkpoint()} or pass its path"
+            )
         states = torch.load(checkpoint, map_location="cpu", weights_only=True)
         encoder = str(encoder_dir or states["model_type"])
         try:
             config = AutoConfig.from_pretrained(encoder, local_files_only=True)
             self.tokenizer = AutoTokenizer.from_pretrained(encoder, local_files_only=True)
         except OSError as exc:
-            raise FileNotFoundError(f"the error checker's encoder {encoder!r} (config + tokenizer) is not available "
-                                    f"offline; put it in the Hugging Face cache (huggingface-cli download {encoder}) "
-                                    "or pass encoder_dir") from exc
+            raise FileNotFoundError(
+                f"the error checker's encoder {encoder!r} (config + tokenizer) is not available "
+                f"offline; put it in the Hugging Face cache (huggingface-cli download {encoder}) "
+                "or pass encoder_dir"
+            ) from exc
         model = _Classifier(AutoModel.from_config(config), int(states["num_classes"]))
         wanted = model.state_dict()
         for name, value in states["state_dict"].items():
@@ -82,7 +92,7 @@ class FenseErrorChecker:
         probs = []
         with torch.no_grad():
             for i in range(0, len(sentences), batch_size):
-                probs.append(torch.sigmoid(self.model(**self._batch(sentences[i:i + batch_size], max_len)))[:, -1])
+                probs.append(torch.sigmoid(self.model(**self._batch(sentences[i : i + batch_size], max_len)))[:, -1])
         flagged = torch.cat(probs).cpu() > self.error_threshold
         return torch.where(flagged, torch.tensor(1 - self.penalty), torch.tensor(1.0))
 
@@ -93,7 +103,9 @@ def load_error_checker(spec: str | Path | None = "auto", device: str = "cpu") ->
         return None, "FENSE error checker: off (not requested)"
     path = default_checkpoint() if spec == "auto" else Path(spec)
     if spec == "auto" and not path.is_file():
-        return None, (f"FENSE error checker: off (weights absent: {path}; download {CHECKPOINT_URL} there to turn "
-                      "it on — scores are then comparable with mecat's defaults)")
+        return None, (
+            f"FENSE error checker: off (weights absent: {path}; download {CHECKPOINT_URL} there to turn "
+            "it on — scores are then comparable with mecat's defaults)"
+        )
     checker = FenseErrorChecker(path, device=device)
     return checker, f"FENSE error checker: on ({path})"

@@ -28,8 +28,14 @@ from earmark.metrics.refcache import cached_reference_means
 def _embed_unique(model, texts: list[str], device: torch.device, batch_size: int) -> torch.Tensor:
     """Normalised sentence embeddings, each distinct text encoded once."""
     unique, index = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
-    emb = model.encode(unique.tolist(), batch_size=batch_size, convert_to_tensor=True, device=str(device),
-                       normalize_embeddings=False, show_progress_bar=False).float()
+    emb = model.encode(
+        unique.tolist(),
+        batch_size=batch_size,
+        convert_to_tensor=True,
+        device=str(device),
+        normalize_embeddings=False,
+        show_progress_bar=False,
+    ).float()
     emb = torch.nn.functional.normalize(emb, p=2, dim=-1)
     return emb[torch.as_tensor(index, device=emb.device)]
 
@@ -46,7 +52,9 @@ def fense_scores(
 ) -> np.ndarray:
     """Per-sample FENSE (0–1 scale, input order). Arguments as `metrics.date.date_scores`, without δ."""
     if len(candidates) != len(references):
-        raise ValueError(f"{len(candidates)} candidates but {len(references)} reference lists: give one list per candidate")
+        raise ValueError(
+            f"{len(candidates)} candidates but {len(references)} reference lists: give one list per candidate"
+        )
     n = len(candidates)
     if n == 0:
         return np.zeros(0, dtype=np.float32)

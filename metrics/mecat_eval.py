@@ -36,10 +36,14 @@ ALL_SUBSETS = ("000", "00A", "0M0", "0MA", "S00", "S0A", "SM0", "SMA")
 MIXED_SUBSETS = ("SMA", "SM0", "S0A", "0MA")
 # mecat.utils.CaptionEvaluationConfig.GROUP_CONFIGS: group -> (caption field, domain subsets)
 CAPTION_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "content_long": ("long", ALL_SUBSETS), "content_short": ("short", ALL_SUBSETS),
-    "pure_speech": ("speech", ("S00",)), "mixed_speech": ("speech", MIXED_SUBSETS),
-    "pure_music": ("music", ("0M0",)), "mixed_music": ("music", MIXED_SUBSETS),
-    "pure_sound": ("sound", ("00A",)), "mixed_sound": ("sound", MIXED_SUBSETS),
+    "content_long": ("long", ALL_SUBSETS),
+    "content_short": ("short", ALL_SUBSETS),
+    "pure_speech": ("speech", ("S00",)),
+    "mixed_speech": ("speech", MIXED_SUBSETS),
+    "pure_music": ("music", ("0M0",)),
+    "mixed_music": ("music", MIXED_SUBSETS),
+    "pure_sound": ("sound", ("00A",)),
+    "mixed_sound": ("sound", MIXED_SUBSETS),
     "environment": ("environment", ALL_SUBSETS),
 }
 CAPTION_FIELDS = ("long", "short", "speech", "music", "sound", "environment")
@@ -47,11 +51,28 @@ QA_LEVELS = ("basic", "intermediate", "advanced", "complex")
 METRICS = ("date", "fense", "bleu")
 BLEU_KEYS = ("Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4")
 # column order of the paper's Table 2 / Table 3
-_CAPTION_COLUMNS = ("content_long", "content_short", "pure_speech", "mixed_speech", "pure_music", "mixed_music",
-                    "pure_sound", "mixed_sound", "environment")
-_HEADERS = {"content_long": "long", "content_short": "short", "pure_speech": "speech (pure)",
-            "mixed_speech": "speech (mixed)", "pure_music": "music (pure)", "mixed_music": "music (mixed)",
-            "pure_sound": "sound (pure)", "mixed_sound": "sound (mixed)", "environment": "environment"}
+_CAPTION_COLUMNS = (
+    "content_long",
+    "content_short",
+    "pure_speech",
+    "mixed_speech",
+    "pure_music",
+    "mixed_music",
+    "pure_sound",
+    "mixed_sound",
+    "environment",
+)
+_HEADERS = {
+    "content_long": "long",
+    "content_short": "short",
+    "pure_speech": "speech (pure)",
+    "mixed_speech": "speech (mixed)",
+    "pure_music": "music (pure)",
+    "mixed_music": "music (mixed)",
+    "pure_sound": "sound (pure)",
+    "mixed_sound": "sound (mixed)",
+    "environment": "environment",
+}
 
 
 def metric_keys(metrics: Sequence[str]) -> list[str]:
@@ -74,8 +95,10 @@ def groups_for(subtask: str) -> list[str]:
         return [subtask]
     if subtask == "qa":
         return list(QA_GROUPS)
-    raise ValueError(f"unknown MECAT subtask {subtask!r}; use a caption field ({', '.join(CAPTION_FIELDS)}), "
-                     f"a QA category ({', '.join(QA_GROUPS)}) or 'qa'")
+    raise ValueError(
+        f"unknown MECAT subtask {subtask!r}; use a caption field ({', '.join(CAPTION_FIELDS)}), "
+        f"a QA category ({', '.join(QA_GROUPS)}) or 'qa'"
+    )
 
 
 def _read_domain(path_stem: Path) -> list[tuple[str, dict]]:
@@ -90,8 +113,10 @@ def load_references(root: Path | str, group: str, levels: Sequence[str] | None =
     """{key: references} of one group from `root/caption|qa/<domain>.jsonl[.gz]` (the official layout)."""
     root = Path(root)
     if not (root / "caption").is_dir() and not (root / "qa").is_dir():
-        raise FileNotFoundError(f"{root} holds neither caption/ nor qa/: give a MECAT reference directory "
-                                "(an earmark export data/<dataset>/exports/<version>/ or mecat's reference/…/test)")
+        raise FileNotFoundError(
+            f"{root} holds neither caption/ nor qa/: give a MECAT reference directory "
+            "(an earmark export data/<dataset>/exports/<version>/ or mecat's reference/…/test)"
+        )
     refs: dict[str, list[str]] = {}
     if group in CAPTION_GROUPS:
         fld, subsets = CAPTION_GROUPS[group]
@@ -118,8 +143,10 @@ def wheel_reference_root(split: str = "test") -> Path:
 
     spec = importlib.util.find_spec("mecat")
     if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the MECAT references ship in the `mecat` wheel: pip install mecat==1.1.0, "
-                                "or give --references DIR (a directory with caption/ and qa/)")
+        raise FileNotFoundError(
+            "the MECAT references ship in the `mecat` wheel: pip install mecat==1.1.0, "
+            "or give --references DIR (a directory with caption/ and qa/)"
+        )
     ref = Path(next(iter(spec.submodule_search_locations))) / "reference"
     root = Path(tempfile.mkdtemp(prefix=f"mecat_{split}_"))
     for kind in ("caption", "qa"):
@@ -139,8 +166,12 @@ def write_details(groups: Sequence[GroupScores], path: Path | str) -> Path:
     with open(tmp, "w", encoding="utf-8") as fh:
         for g in groups:
             for i, key in enumerate(g.keys):
-                row = {"group": g.group, "key": key, "prediction": g.predictions[i],
-                       **{m: round(float(v[i]), 6) for m, v in g.values.items()}}
+                row = {
+                    "group": g.group,
+                    "key": key,
+                    "prediction": g.predictions[i],
+                    **{m: round(float(v[i]), 6) for m, v in g.values.items()},
+                }
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     os.replace(tmp, path)
     return path
@@ -169,21 +200,43 @@ def _official_bleu(cand: str, refs: list[str]) -> list[float]:
 
 
 def score_group(
-    group: str, predictions: Mapping[str, str], references: Mapping[str, list[str]], metrics: Sequence[str], *,
-    sbert=None, device: str | None = None, error_checker: Callable[[list[str]], object] | None = None,
-    batch_size: int = 32, reference_cache: dict | None = None,
+    group: str,
+    predictions: Mapping[str, str],
+    references: Mapping[str, list[str]],
+    metrics: Sequence[str],
+    *,
+    sbert=None,
+    device: str | None = None,
+    error_checker: Callable[[list[str]], object] | None = None,
+    batch_size: int = 32,
+    reference_cache: dict | None = None,
 ) -> GroupScores:
     keys = sorted(set(predictions) & set(references))
     cands = [predictions[k] for k in keys]
     refs = [list(references[k]) for k in keys]
     values: dict[str, np.ndarray] = {}
     if keys and "date" in metrics:
-        d = date_scores(cands, refs, delta=GROUP_DELTA[group], sbert=sbert, error_checker=error_checker,
-                        device=device, batch_size=batch_size, reference_cache=reference_cache)
+        d = date_scores(
+            cands,
+            refs,
+            delta=GROUP_DELTA[group],
+            sbert=sbert,
+            error_checker=error_checker,
+            device=device,
+            batch_size=batch_size,
+            reference_cache=reference_cache,
+        )
         values.update(date=d.date, date_similarity=d.similarity, date_discrimination=d.discrimination)
     if keys and "fense" in metrics:
-        values["fense"] = fense_scores(cands, refs, sbert=sbert, error_checker=error_checker, device=device,
-                                       batch_size=batch_size, reference_cache=reference_cache)
+        values["fense"] = fense_scores(
+            cands,
+            refs,
+            sbert=sbert,
+            error_checker=error_checker,
+            device=device,
+            batch_size=batch_size,
+            reference_cache=reference_cache,
+        )
     if keys and "bleu" in metrics:
         per = np.asarray([_official_bleu(c, r) for c, r in zip(cands, refs)], dtype=np.float64)
         values.update({k: per[:, i] for i, k in enumerate(BLEU_KEYS)})
@@ -199,8 +252,11 @@ def aggregate(group_means: Mapping[str, Mapping[str, float]]) -> dict[str, dict[
         for m in metrics:
             g = {k: group_means[k].get(m, 0.0) for k in _CAPTION_COLUMNS}
             systematic = 0.8 * g["content_long"] + 0.2 * g["content_short"]
-            focused = (0.6 * (g["pure_speech"] + g["mixed_speech"]) / 2 + 0.3 * (g["pure_music"] + g["mixed_music"]) / 2
-                       + 0.1 * (g["pure_sound"] + g["mixed_sound"]) / 2)
+            focused = (
+                0.6 * (g["pure_speech"] + g["mixed_speech"]) / 2
+                + 0.3 * (g["pure_music"] + g["mixed_music"]) / 2
+                + 0.1 * (g["pure_sound"] + g["mixed_sound"]) / 2
+            )
             out["score_caption"][m] = 0.4 * systematic + 0.4 * focused + 0.2 * g["environment"]
     if set(QA_GROUPS) <= set(group_means):
         metrics = list(group_means[QA_GROUPS[0]])
@@ -219,21 +275,33 @@ class MecatReport:
     @classmethod
     def from_groups(cls, metrics: Sequence[str], groups: Mapping[str, dict]) -> MecatReport:
         cols = metric_keys(metrics)
-        full = {g: {"n_samples": v["n_samples"], "n_references": v.get("n_references", 0),
-                    "scores": {m: float(v["scores"].get(m, 0.0)) for m in cols}} for g, v in groups.items()}
+        full = {
+            g: {
+                "n_samples": v["n_samples"],
+                "n_references": v.get("n_references", 0),
+                "scores": {m: float(v["scores"].get(m, 0.0)) for m in cols},
+            }
+            for g, v in groups.items()
+        }
         return cls(cols, full, aggregate({g: v["scores"] for g, v in full.items()}))
 
     def to_dict(self, scale: float = 100.0) -> dict:
-        return {"metrics": self.metrics,
-                "groups": {g: {**v, "scores": {m: scale * s for m, s in v["scores"].items()}} for g, v in self.groups.items()},
-                "aggregate": {a: {m: scale * s for m, s in v.items()} for a, v in self.aggregate.items()}}
+        return {
+            "metrics": self.metrics,
+            "groups": {
+                g: {**v, "scores": {m: scale * s for m, s in v["scores"].items()}} for g, v in self.groups.items()
+            },
+            "aggregate": {a: {m: scale * s for m, s in v.items()} for a, v in self.aggregate.items()},
+        }
 
     def _table(self, columns: list[str], total: str, total_header: str) -> list[str]:
         cols = [c for c in columns if c in self.groups]
         if not cols:
             return []
-        lines = ["| metric | " + " | ".join(_HEADERS.get(c, c) for c in cols) + f" | {total_header} |",
-                 "|---" * (len(cols) + 2) + "|"]
+        lines = [
+            "| metric | " + " | ".join(_HEADERS.get(c, c) for c in cols) + f" | {total_header} |",
+            "|---" * (len(cols) + 2) + "|",
+        ]
         for m in self.metrics:
             cells = [f"{100 * self.groups[c]['scores'][m]:.1f}" for c in cols]
             agg = self.aggregate.get(total, {}).get(m)
@@ -250,28 +318,47 @@ class MecatReport:
         qa = self._table(list(QA_GROUPS), "score_qa", "Score_QA")
         if qa:
             lines += ["## Open QA (Table 3 layout)", "", *qa, ""]
-        lines.append("Score_Cap/Score_QA need every group of their task (—: not all evaluated); an evaluated group "
-                     "without samples counts as 0, as in mecat. scored/refs: samples with a prediction / references.")
+        lines.append(
+            "Score_Cap/Score_QA need every group of their task (—: not all evaluated); an evaluated group "
+            "without samples counts as 0, as in mecat. scored/refs: samples with a prediction / references."
+        )
         return "\n".join(lines) + "\n"
 
 
 def evaluate_mecat(
-    predictions: Mapping[str, Mapping[str, str]], reference_root: Path | str, metrics: Sequence[str] = ("date",), *,
-    sbert=None, device: str | None = None, error_checker: Callable[[list[str]], object] | None = None,
-    batch_size: int = 32, levels: Sequence[str] | None = None, reference_cache: dict | None = None,
+    predictions: Mapping[str, Mapping[str, str]],
+    reference_root: Path | str,
+    metrics: Sequence[str] = ("date",),
+    *,
+    sbert=None,
+    device: str | None = None,
+    error_checker: Callable[[list[str]], object] | None = None,
+    batch_size: int = 32,
+    levels: Sequence[str] | None = None,
+    reference_cache: dict | None = None,
     on_group: Callable[[GroupScores], None] | None = None,
 ) -> tuple[MecatReport, list[GroupScores]]:
     """Score {subtask: {key: text}} against a MECAT reference directory; returns the report and per-sample scores."""
     metric_keys(metrics)  # validate before any model load
     if sbert is None and ("date" in metrics or "fense" in metrics):
         from earmark.metrics.similarity import load_sbert
+
         sbert = load_sbert()
     results: list[GroupScores] = []
     for subtask, preds in predictions.items():
         for group in groups_for(subtask):
             refs = load_references(reference_root, group, levels)
-            res = score_group(group, preds, refs, metrics, sbert=sbert, device=device, error_checker=error_checker,
-                              batch_size=batch_size, reference_cache=reference_cache)
+            res = score_group(
+                group,
+                preds,
+                refs,
+                metrics,
+                sbert=sbert,
+                device=device,
+                error_checker=error_checker,
+                batch_size=batch_size,
+                reference_cache=reference_cache,
+            )
             results.append(res)
             if on_group is not None:
                 on_group(res)

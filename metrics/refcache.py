@@ -38,8 +38,11 @@ def model_fingerprint(model: torch.nn.Module) -> str:
 
 
 def reference_key(metric: str, model: torch.nn.Module, refs: list[list[str]], **settings) -> str:
-    payload = json.dumps({"metric": metric, "model": model_fingerprint(model), "refs": refs, **settings},
-                         ensure_ascii=False, sort_keys=True)
+    payload = json.dumps(
+        {"metric": metric, "model": model_fingerprint(model), "refs": refs, **settings},
+        ensure_ascii=False,
+        sort_keys=True,
+    )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -77,8 +80,9 @@ class ReferenceCache:
             raise
 
 
-def cached_reference_means(cache, metric: str, model: torch.nn.Module, refs: list[list[str]], compute,
-                           device: torch.device) -> torch.Tensor:
+def cached_reference_means(
+    cache, metric: str, model: torch.nn.Module, refs: list[list[str]], compute, device: torch.device
+) -> torch.Tensor:
     """The reference means from `cache` (a dict or ReferenceCache, or None), else `compute()` stored in it."""
     key = reference_key(metric, model, refs) if cache is not None else None
     ref_mean = cache.get(key) if cache is not None else None

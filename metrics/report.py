@@ -120,16 +120,16 @@ def caption_table_markdown(
     for model, s in rows_in.items():
         first = [model_types.get(model, ""), model] if model_types else [model]
         rows.append(first + [_fmt(s.get(k), 100, 1, s.get(k) is not None and s.get(k) == best[k]) for k in keys])
-    groups = ("Column groups — Systemic: Long, Short · Content-specific: Speech, Music, Sound on pure and "
-              "mixed domains · Content-unrelated: Env (environment/acoustics) · Overall.")
+    groups = (
+        "Column groups — Systemic: Long, Short · Content-specific: Speech, Music, Sound on pure and "
+        "mixed domains · Content-unrelated: Env (environment/acoustics) · Overall."
+    )
     head = f"**{title}** " if title else ""
     return f"{head}{groups}\n\n" + _table(header, rows, len(lead))
 
 
 def qa_table_markdown(
-    scores: Mapping[str, Mapping[str, float | None]],
-    *,
-    title: str | None = "Model performance (DATE %) on MECAT-QA.",
+    scores: Mapping[str, Mapping[str, float | None]], *, title: str | None = "Model performance (DATE %) on MECAT-QA."
 ) -> str:
     """MECAT Table 3 from {model: {qa_category: fraction}}: a row per sub-category, a column per model.
 
@@ -150,8 +150,10 @@ def qa_table_markdown(
         shown = category if category != previous else ""
         previous = category
         rows.append([shown, abbr, *(_fmt(v, 100, 1, v is not None and v == top) for v in values)])
-    legend = ("Sub-categories — DP: Direct Perception; SC: Sound Characteristics; QAS: Quality Assessment; "
-              "ER: Environment Reasoning; IJ: Inference & Judgement; AC: Application Context.")
+    legend = (
+        "Sub-categories — DP: Direct Perception; SC: Sound Characteristics; QAS: Quality Assessment; "
+        "ER: Environment Reasoning; IJ: Inference & Judgement; AC: Application Context."
+    )
     head = f"**{title}** " if title else ""
     return f"{head}{legend}\n\n" + _table(["Category", "Sub-category", *models], rows, 2)
 
@@ -174,8 +176,10 @@ def entailment_table_markdown(
     rows = []
     for m in models:
         s = scores[m]
-        cells = [_fmt(_num(s.get(c)), 1, 4, _num(s.get(c)) is not None and _num(s.get(c)) == best[c])
-                 for c in ENTAILMENT_COLUMNS]
+        cells = [
+            _fmt(_num(s.get(c)), 1, 4, _num(s.get(c)) is not None and _num(s.get(c)) == best[c])
+            for c in ENTAILMENT_COLUMNS
+        ]
         cells += [str(s[c]) if s.get(c) is not None else MISSING for c in extra]
         rows.append(([data] if data else []) + [m] + cells)
     head = f"**{title}** EACC/NACC/CACC: accuracy on entailment / neutral / contradiction items.\n\n" if title else ""
@@ -183,9 +187,7 @@ def entailment_table_markdown(
 
 
 def ifeval_table_markdown(
-    scores: Mapping[str, Mapping],
-    *,
-    title: str | None = "IFEval-Audio performance across dimensions.",
+    scores: Mapping[str, Mapping], *, title: str | None = "IFEval-Audio performance across dimensions."
 ) -> str:
     """IFEval-Audio Table 1 from {model: metrics.ifeval.ifeval_scores(...)}.
 
@@ -201,14 +203,20 @@ def ifeval_table_markdown(
         for i, metric in enumerate(IFEVAL_METRICS):
             values = [_num(per_dim[m].get(dim, {}).get(metric)) for m in models]
             top = _best(values)
-            rows.append([dim if i == 0 else "", metric,
-                         *(_fmt(v, 1, 2, v is not None and v == top) for v in values)])
+            rows.append([dim if i == 0 else "", metric, *(_fmt(v, 1, 2, v is not None and v == top) for v in values)])
     overall = [_num(scores[m].get("overall", {}).get("IFR")) for m in models]
     top = _best(overall)
-    rows.append(["**Overall Instruction-Following Rate**", "IFR",
-                 *(_fmt(v, 1, 2, v is not None and v == top) for v in overall)])
-    head = (f"**{title}** SCR: semantic correctness (LLM judge) · IFR: instruction following (rule check) · "
-            "OSR: both.\n\n") if title else ""
+    rows.append(
+        ["**Overall Instruction-Following Rate**", "IFR", *(_fmt(v, 1, 2, v is not None and v == top) for v in overall)]
+    )
+    head = (
+        (
+            f"**{title}** SCR: semantic correctness (LLM judge) · IFR: instruction following (rule check) · "
+            "OSR: both.\n\n"
+        )
+        if title
+        else ""
+    )
     return head + _table(["Dimension", "Metric", *models], rows, 2)
 
 
@@ -217,11 +225,7 @@ def _num(value) -> float | None:
 
 
 def cdf_plot(
-    samples: Mapping[str, np.ndarray | Sequence[float]],
-    path: str | Path,
-    title: str,
-    *,
-    xlabel: str = "score",
+    samples: Mapping[str, np.ndarray | Sequence[float]], path: str | Path, title: str, *, xlabel: str = "score"
 ) -> Path:
     """Write a PNG of the empirical CDF of each group's per-sample scores (MECAT Figure 6).
 
@@ -245,8 +249,13 @@ def cdf_plot(
     for name, v in groups.items():
         y = np.arange(1, v.size + 1) / v.size
         median = float(np.median(v))
-        (line,) = ax.step(np.concatenate([[v[0]], v]), np.concatenate([[0.0], y]), where="post",
-                          linewidth=2, label=f"{name} (n={v.size}, median={median:.2f})")
+        (line,) = ax.step(
+            np.concatenate([[v[0]], v]),
+            np.concatenate([[0.0], y]),
+            where="post",
+            linewidth=2,
+            label=f"{name} (n={v.size}, median={median:.2f})",
+        )
         ax.axvline(median, color=line.get_color(), linestyle=":", linewidth=1)
     ax.axhline(0.5, color="0.6", linewidth=0.8)
     ax.set(title=title, xlabel=xlabel, ylabel="cumulative fraction of samples", ylim=(0, 1.02))

@@ -41,9 +41,11 @@ def resolve_sbert(spec: str | Path | None = None) -> tuple[Path, str]:
         return path, path.name
     cached = _cached_repo(str(spec))
     if cached is None:
-        raise FileNotFoundError(f"sentence-embedding model {spec!r} is neither a directory nor in the local Hugging "
-                                f"Face cache; download it on a connected machine (huggingface-cli download {spec}) "
-                                "or pass a local directory")
+        raise FileNotFoundError(
+            f"sentence-embedding model {spec!r} is neither a directory nor in the local Hugging "
+            f"Face cache; download it on a connected machine (huggingface-cli download {spec}) "
+            "or pass a local directory"
+        )
     return cached, str(spec).split("/")[-1]
 
 
@@ -72,8 +74,16 @@ def load_sbert(path: str | Path | None = None):
 
 
 def embed(model, texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-    return np.asarray(model.encode(list(texts), batch_size=batch_size, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False), dtype=np.float32)
+    return np.asarray(
+        model.encode(
+            list(texts),
+            batch_size=batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ),
+        dtype=np.float32,
+    )
 
 
 def sentence_embedder(spec: str | Path | None = None):

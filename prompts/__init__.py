@@ -71,8 +71,10 @@ class Prompt:
 def _path(name: str, prompt_dir: Path | None) -> Path:
     declared = _declared.get()
     if declared is not None and name not in declared:
-        raise UndeclaredPrompt(f"prompt file {name!r} was read by a stage that declares only "
-                               f"{sorted(declared) or 'none'}; add it to the stage's prompt files")
+        raise UndeclaredPrompt(
+            f"prompt file {name!r} was read by a stage that declares only "
+            f"{sorted(declared) or 'none'}; add it to the stage's prompt files"
+        )
     prompt_dir = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
     path = prompt_dir / f"{name}.toml"
     if not path.exists():
@@ -101,8 +103,7 @@ def schema_sha(schemas: Iterable[Mapping[str, Any]]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def request_sha(names: Iterable[str], prompt_dir: Path | None = None,
-                schemas: Iterable[Mapping[str, Any]] = ()) -> str:
+def request_sha(names: Iterable[str], prompt_dir: Path | None = None, schemas: Iterable[Mapping[str, Any]] = ()) -> str:
     """One sha over every file a stage renders requests (or rule-written text) from and its reply schemas."""
     parts = [f"{n}:{file_sha(n, prompt_dir)}" for n in sorted(set(names))] + [f"schemas:{schema_sha(schemas)}"]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]

@@ -14,8 +14,14 @@ BATCH = 32  # clips decoded and analysed at a time, bounding memory on shards of
 
 
 def spec(expert: Expert) -> StageSpec:
-    return StageSpec(f"analyze:{expert.name}", expert.version, writes=(expert.name,),
-                     reads=("clips", *expert.needs), model=expert.backend, config=expert.key_config())
+    return StageSpec(
+        f"analyze:{expert.name}",
+        expert.version,
+        writes=(expert.name,),
+        reads=("clips", *expert.needs),
+        model=expert.backend,
+        config=expert.key_config(),
+    )
 
 
 def run(expert: Expert, inputs: Inputs) -> dict[str, list]:

@@ -41,16 +41,26 @@ class StageSpec:
         inputs = sorted(set(inputs))
         config = dict(self.config)
         key = shard_key(self.name, self.version, inputs, prompt_sha=self.prompt_sha, model=self.model, config=config)
-        meta = ShardMeta(stage=self.name, stage_version=self.version, inputs=inputs, prompt_sha=self.prompt_sha,
-                         model=self.model, config=config)
+        meta = ShardMeta(
+            stage=self.name,
+            stage_version=self.version,
+            inputs=inputs,
+            prompt_sha=self.prompt_sha,
+            model=self.model,
+            config=config,
+        )
         return key, meta
 
 
 class Inputs:
     """The records a shard job reads, by table, loaded from the catalog on first use."""
 
-    def __init__(self, cat: Catalog | None, keys: Mapping[str, Sequence[str]],
-                 records: Mapping[str, Sequence[Record]] | None = None) -> None:
+    def __init__(
+        self,
+        cat: Catalog | None,
+        keys: Mapping[str, Sequence[str]],
+        records: Mapping[str, Sequence[Record]] | None = None,
+    ) -> None:
         self.cat, self.keys = cat, {t: list(k) for t, k in keys.items()}
         self._records: dict[str, list[Record]] = {t: list(r) for t, r in (records or {}).items()}
 
@@ -93,8 +103,9 @@ class ShardJob:
         return "/".join(p for p in (*self.spec.name.split(":"), self.label) if p)
 
 
-def run_job(cat: Catalog, job: ShardJob, run_id: str | None, logger: logging.Logger | logging.LoggerAdapter = log
-            ) -> ShardRef:
+def run_job(
+    cat: Catalog, job: ShardJob, run_id: str | None, logger: logging.Logger | logging.LoggerAdapter = log
+) -> ShardRef:
     """The registered shard for the job's key, or compute, write and register it (every stage goes here)."""
     key, meta = job.plan()
     writes = job.spec.writes

@@ -93,14 +93,16 @@ def load_predictions(path: Path) -> dict[str, str]:
 
 
 def parse_metrics(metric: str | None) -> list[str]:
-    """"similarity" (default) or a comma-separated mix of MECAT metrics ("date,fense,bleu")."""
+    """ "similarity" (default) or a comma-separated mix of MECAT metrics ("date,fense,bleu")."""
     names = [m.strip().lower() for m in (metric or "similarity").split(",") if m.strip()]
     if names == ["similarity"]:
         return names
     bad = [m for m in names if m not in MECAT_METRICS]
     if bad or not names:
-        raise PredictionError(f"unknown metric {', '.join(bad) or metric!r}; use 'similarity' or any of "
-                              f"{', '.join(MECAT_METRICS)} (comma-separated)")
+        raise PredictionError(
+            f"unknown metric {', '.join(bad) or metric!r}; use 'similarity' or any of "
+            f"{', '.join(MECAT_METRICS)} (comma-separated)"
+        )
     return [m for m in MECAT_METRICS if m in names]
 
 
@@ -139,43 +141,95 @@ class KindSummary:
     mean: float
 
 
-def score_kind(eval_id: str, model_name: str, version: str, kind: str, preds: Mapping[str, str],
-               refs: Mapping[str, list[str]], sbert=None) -> tuple[list[Score], KindSummary]:
+def score_kind(
+    eval_id: str,
+    model_name: str,
+    version: str,
+    kind: str,
+    preds: Mapping[str, str],
+    refs: Mapping[str, list[str]],
+    sbert=None,
+) -> tuple[list[Score], KindSummary]:
     """Mean cosine of each prediction to its 3 references; a clip without prediction scores 0."""
     keys = sorted(refs)
     have = [k for k in keys if k in preds and preds[k].strip()]
     sims = mean_reference_cosine([preds[k] for k in have], [refs[k] for k in have], sbert)
     value = dict(zip(have, sims.tolist()))
-    rows = [Score(eval_id=eval_id, model_name=model_name, dataset_version=version, clip_id=k, subtask=kind,
-                  metric="sbert_cosine", value=float(value.get(k, 0.0)), prediction=preds.get(k, ""))
-            for k in keys]
+    rows = [
+        Score(
+            eval_id=eval_id,
+            model_name=model_name,
+            dataset_version=version,
+            clip_id=k,
+            subtask=kind,
+            metric="sbert_cosine",
+            value=float(value.get(k, 0.0)),
+            prediction=preds.get(k, ""),
+        )
+        for k in keys
+    ]
     mean = float(np.mean([r.value for r in rows])) if rows else 0.0
     return rows, KindSummary(kind, len(keys), len(have), len(keys) - len(have), len(set(preds) - set(refs)), mean)
 
 
 def report_markdown(model_name: str, version: str, summaries: list[KindSummary]) -> str:
-    lines = [f"# {model_name} on {version} (sentence-embedding similarity ×100)", "",
-             "| caption kind | score | clips | predicted | missing | unknown keys |", "|---|---|---|---|---|---|"]
-    lines += [f"| {s.kind} | {100 * s.mean:.1f} | {s.n_refs} | {s.n_predicted} | {s.n_missing} | {s.n_unknown} |"
-              for s in summaries]
+    lines = [
+        f"# {model_name} on {version} (sentence-embedding similarity ×100)",
+        "",
+        "| caption kind | score | clips | predicted | missing | unknown keys |",
+        "|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {s.kind} | {100 * s.mean:.1f} | {s.n_refs} | {s.n_predicted} | {s.n_missing} | {s.n_unknown} |"
+        for s in summaries
+    ]
     return "\n".join(lines) + "\n"
 
 
-def score_mecat(eval_id: str, model_name: str, version: str, files: Mapping[str, Path], ref_root: Path,
-                metrics: list[str], sbert=None, device: str | None = None,
-                reference_cache=None, error_checker=None) -> tuple[list[Score], MecatReport]:
+def score_mecat(
+    eval_id: str,
+    model_name: str,
+    version: str,
+    files: Mapping[str, Path],
+    ref_root: Path,
+    metrics: list[str],
+    sbert=None,
+    device: str | None = None,
+    reference_cache=None,
+    error_checker=None,
+) -> tuple[list[Score], MecatReport]:
     """Per-sample rows (subtask = MECAT group, metric = date/date_similarity/…/fense/Bleu_n) and the report."""
     preds = {sub: load_predictions(p) for sub, p in files.items()}
-    report, groups = evaluate_mecat(preds, ref_root, metrics, sbert=sbert, device=device,
-                                    reference_cache=reference_cache, error_checker=error_checker)
-    rows = [Score(eval_id=eval_id, model_name=model_name, dataset_version=version, clip_id=key, subtask=g.group,
-                  metric=metric, value=float(vals[i]), prediction=g.predictions[i])
-            for g in groups for metric, vals in g.values.items() for i, key in enumerate(g.keys)]
+    report, groups = evaluate_mecat(
+        preds,
+        ref_root,
+        metrics,
+        sbert=sbert,
+        device=device,
+        reference_cache=reference_cache,
+        error_checker=error_checker,
+    )
+    rows = [
+        Score(
+            eval_id=eval_id,
+            model_name=model_name,
+            dataset_version=version,
+            clip_id=key,
+            subtask=g.group,
+            metric=metric,
+            value=float(vals[i]),
+            prediction=g.predictions[i],
+        )
+        for g in groups
+        for metric, vals in g.values.items()
+        for i, key in enumerate(g.keys)
+    ]
     return rows, report
 
 
-def mecat_report_from_scores(stats: list[tuple[str, str, int, float]], subtasks: list[str], ref_root: Path,
-                             metrics: list[str]) -> MecatReport:
+def mecat_report_from_scores(
+    stats: list[tuple[str, str, int, float]], subtasks: list[str], ref_root: Path, metrics: list[str]
+) -> MecatReport:
     """Rebuild the report from stored (group, metric, count, mean) rows; groups without rows score 0."""
     cols = set(metric_keys(metrics))
     groups: dict[str, dict] = {}

@@ -33,6 +33,7 @@ from earmark.storage import Catalog
 
 ITEM_SUBTASKS = ("entailment", "ifeval")
 
+
 class ClassifyReply(BaseModel):
     label: Literal["entailment", "neutral", "contradiction", "unclear"]
 
@@ -72,19 +73,24 @@ class ItemResult:
 
 
 def entailment_items(cat: Catalog, version: str) -> list[EntailmentItem]:
-    rows = cat.query(f"SELECT item_id, clip_id, hypothesis, label FROM {version}.entailment "
-                     f"WHERE item_id IN {kept_items(version)} ORDER BY item_id")
+    rows = cat.query(
+        f"SELECT item_id, clip_id, hypothesis, label FROM {version}.entailment "
+        f"WHERE item_id IN {kept_items(version)} ORDER BY item_id"
+    )
     return [EntailmentItem(*r) for r in rows]
 
 
 def instruction_items(cat: Catalog, version: str) -> list[InstructionItem]:
-    rows = cat.query(f"SELECT item_id, clip_id, instruction, answer, dimension, rule, rule_content "
-                     f"FROM {version}.instructions WHERE item_id IN {kept_items(version)} ORDER BY item_id")
+    rows = cat.query(
+        f"SELECT item_id, clip_id, instruction, answer, dimension, rule, rule_content "
+        f"FROM {version}.instructions WHERE item_id IN {kept_items(version)} ORDER BY item_id"
+    )
     return [InstructionItem(*r) for r in rows]
 
 
-def model_requests(items: Sequence[EntailmentItem | InstructionItem], prompt_dir: Path | None = None
-                   ) -> dict[str, list[tuple[str, str, str]]]:
+def model_requests(
+    items: Sequence[EntailmentItem | InstructionItem], prompt_dir: Path | None = None
+) -> dict[str, list[tuple[str, str, str]]]:
     """clip_id → [(subtask, item_id, prompt)] for earmark.llm.audio.run_model."""
     question = load_prompt("mecat_eval", prompt_dir).data["entailment"]["question"]
     out: dict[str, list[tuple[str, str, str]]] = {}
@@ -101,8 +107,9 @@ def _classify(llm: LLMClient, prompt: Prompt, hypothesis: str, answer: str) -> t
     """(label or None, error) from the LLM classifier."""
     messages = [{"role": "user", "content": prompt.render_user(hypothesis=hypothesis, answer=answer[:2000])}]
     try:
-        res = llm.complete_json(messages, reply_schema(ClassifyReply), max_tokens=prompt.max_tokens,
-                                temperature=prompt.temperature)
+        res = llm.complete_json(
+            messages, reply_schema(ClassifyReply), max_tokens=prompt.max_tokens, temperature=prompt.temperature
+        )
     except LLMEndpointError as exc:
         return None, str(exc)
     label = res.data.get("label") if isinstance(res.data, dict) else None
@@ -111,8 +118,13 @@ def _classify(llm: LLMClient, prompt: Prompt, hypothesis: str, answer: str) -> t
     return None, None if label == "unclear" else f"classifier gave no label ({res.error or res.text[:80]!r})"
 
 
-def classify_answers(classifier: LLMClient, items: Sequence[EntailmentItem], predictions: Mapping[str, str],
-                     max_workers: int = 1, prompt_dir: Path | None = None) -> tuple[dict[str, str | None], list[str]]:
+def classify_answers(
+    classifier: LLMClient,
+    items: Sequence[EntailmentItem],
+    predictions: Mapping[str, str],
+    max_workers: int = 1,
+    prompt_dir: Path | None = None,
+) -> tuple[dict[str, str | None], list[str]]:
     """{item_id: label or None} from the LLM classifier for every non-empty answer, and the request errors."""
     prompt = load_prompt("entailment_judge", prompt_dir)
     todo = [it for it in items if predictions.get(it.item_id, "").strip()]
@@ -121,8 +133,14 @@ def classify_answers(classifier: LLMClient, items: Sequence[EntailmentItem], pre
     return {it.item_id: label for it, (label, _) in zip(todo, got)}, [e for _, e in got if e]
 
 
-def score_entailment(eval_id: str, model_name: str, version: str, items: Sequence[EntailmentItem],
-                     predictions: Mapping[str, str], llm_labels: Mapping[str, str | None] | None = None) -> ItemResult:
+def score_entailment(
+    eval_id: str,
+    model_name: str,
+    version: str,
+    items: Sequence[EntailmentItem],
+    predictions: Mapping[str, str],
+    llm_labels: Mapping[str, str | None] | None = None,
+) -> ItemResult:
     """ACC, macro P/R/F1, per-class accuracy; `llm_labels` (from classify_answers) decide first, string rules
     where they are absent; an answer no path can read counts as wrong."""
     if not items:
@@ -142,9 +160,20 @@ def score_entailment(eval_id: str, model_name: str, version: str, items: Sequenc
             label, path = None, ("missing" if not answer.strip() else "unparsed")
         decided[path] += 1
         predicted.append(label)
-        rows.append(Score(eval_id=eval_id, model_name=model_name, dataset_version=version, clip_id=it.clip_id,
-                          subtask="entailment", metric="correct", value=float(label == it.label), prediction=answer,
-                          item_id=it.item_id, note=f"pred={label} gold={it.label} by={path}"))
+        rows.append(
+            Score(
+                eval_id=eval_id,
+                model_name=model_name,
+                dataset_version=version,
+                clip_id=it.clip_id,
+                subtask="entailment",
+                metric="correct",
+                value=float(label == it.label),
+                prediction=answer,
+                item_id=it.item_id,
+                note=f"pred={label} gold={it.label} by={path}",
+            )
+        )
     notes = []
     if rule_vs_llm:
         n = sum(rule_vs_llm.values())
@@ -168,8 +197,12 @@ def _judge(llm: LLMClient, prompt: Prompt, it: InstructionItem, answer: str) -> 
     text = prompt.render_user(reference=it.answer, prediction=answer[:2000], question=it.instruction)
     text += "\n\n" + prompt.data["format"]
     try:
-        res = llm.complete_json([{"role": "user", "content": text}], reply_schema(JudgeReply), max_tokens=prompt.max_tokens,
-                                temperature=prompt.temperature)
+        res = llm.complete_json(
+            [{"role": "user", "content": text}],
+            reply_schema(JudgeReply),
+            max_tokens=prompt.max_tokens,
+            temperature=prompt.temperature,
+        )
     except LLMEndpointError as exc:
         return None, str(exc)
     rating = res.data.get("correctness_rating") if isinstance(res.data, dict) else None
@@ -178,8 +211,13 @@ def _judge(llm: LLMClient, prompt: Prompt, it: InstructionItem, answer: str) -> 
     return parse_judge_rating(res.text), None
 
 
-def judge_answers(judge: LLMClient, items: Sequence[InstructionItem], predictions: Mapping[str, str],
-                  max_workers: int = 1, prompt_dir: Path | None = None) -> tuple[dict[str, bool | None], list[str]]:
+def judge_answers(
+    judge: LLMClient,
+    items: Sequence[InstructionItem],
+    predictions: Mapping[str, str],
+    max_workers: int = 1,
+    prompt_dir: Path | None = None,
+) -> tuple[dict[str, bool | None], list[str]]:
     """{item_id: correct?} by the paper's binary judge (an empty answer is incorrect without asking)."""
     prompt = load_prompt("ifeval_judge", prompt_dir)
 
@@ -192,8 +230,14 @@ def judge_answers(judge: LLMClient, items: Sequence[InstructionItem], prediction
     return {it.item_id: v for it, (v, _) in zip(items, got)}, [e for _, e in got if e]
 
 
-def score_ifeval(eval_id: str, model_name: str, version: str, items: Sequence[InstructionItem],
-                 predictions: Mapping[str, str], verdicts: Mapping[str, bool | None] | None = None) -> ItemResult:
+def score_ifeval(
+    eval_id: str,
+    model_name: str,
+    version: str,
+    items: Sequence[InstructionItem],
+    predictions: Mapping[str, str],
+    verdicts: Mapping[str, bool | None] | None = None,
+) -> ItemResult:
     """IFR for every answer; SCR and OSR over the answers with a judge verdict (None without a judge)."""
     if not items:
         raise ValueError(f"version {version} has no kept instruction items to score")
@@ -203,11 +247,27 @@ def score_ifeval(eval_id: str, model_name: str, version: str, items: Sequence[In
         verdict = None if verdicts is None else verdicts.get(it.item_id)
         passed = check_rule(answer, it.rule, it.rule_content)
         dim = normalize_dimension(it.dimension, it.rule)
-        records.append({"instruction": it.instruction, "answer": it.answer, "dimension": dim, "rule": it.rule,
-                        "rule_content": it.rule_content, "model_prediction": answer, "judge_correct": verdict})
+        records.append(
+            {
+                "instruction": it.instruction,
+                "answer": it.answer,
+                "dimension": dim,
+                "rule": it.rule,
+                "rule_content": it.rule_content,
+                "model_prediction": answer,
+                "judge_correct": verdict,
+            }
+        )
         decided["judged" if verdict is not None else ("not judged" if verdicts is None else "no rating")] += 1
-        base = dict(eval_id=eval_id, model_name=model_name, dataset_version=version, clip_id=it.clip_id,
-                    subtask="ifeval", prediction=answer, item_id=it.item_id)
+        base = dict(
+            eval_id=eval_id,
+            model_name=model_name,
+            dataset_version=version,
+            clip_id=it.clip_id,
+            subtask="ifeval",
+            prediction=answer,
+            item_id=it.item_id,
+        )
         rows.append(Score(**base, metric="ifr", value=float(passed), note=f"dimension={dim} rule={it.rule}"))
         if verdict is not None:
             rows.append(Score(**base, metric="scr", value=float(verdict), note=f"dimension={dim} by=judge"))

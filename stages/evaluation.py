@@ -44,7 +44,9 @@ class Plan:
 def plan_files(predictions: Path, subtask: str | None, metrics: Sequence[str]) -> Plan:
     plan = Plan()
     if predictions.is_dir():
-        plan.item_files = {p.stem: p for p in sorted(predictions.iterdir()) if p.stem in items.ITEM_SUBTASKS and p.is_file()}
+        plan.item_files = {
+            p.stem: p for p in sorted(predictions.iterdir()) if p.stem in items.ITEM_SUBTASKS and p.is_file()
+        }
     elif subtask in items.ITEM_SUBTASKS:
         plan.item_files = {subtask: predictions}
     kinds = CAPTION_KINDS if list(metrics) == ["similarity"] else ev.MECAT_SUBTASKS
@@ -59,47 +61,108 @@ def plan_files(predictions: Path, subtask: str | None, metrics: Sequence[str]) -
 
 # ----------------------------------------------------------------------------------- scoring stages
 def similarity_spec(version: str, model_name: str, sbert_name: str) -> StageSpec:
-    return StageSpec("evaluate:similarity", STAGE_VERSION, writes=("scores",), reads=("captions", "qc"),
-                     model=f"sbert:{sbert_name}", config={"model_name": model_name, "version": version})
+    return StageSpec(
+        "evaluate:similarity",
+        STAGE_VERSION,
+        writes=("scores",),
+        reads=("captions", "qc"),
+        model=f"sbert:{sbert_name}",
+        config={"model_name": model_name, "version": version},
+    )
 
 
-def score_similarity(cat: Catalog, version: str, files: Mapping[str, Path], model_name: str, sbert_dir: Path,
-                     eval_id: str, inputs: Inputs) -> dict[str, list[Score]]:
+def score_similarity(
+    cat: Catalog,
+    version: str,
+    files: Mapping[str, Path],
+    model_name: str,
+    sbert_dir: Path,
+    eval_id: str,
+    inputs: Inputs,
+) -> dict[str, list[Score]]:
     sbert = load_sbert(sbert_dir)
     rows = []
     for kind, path in files.items():
-        got, _ = ev.score_kind(eval_id, model_name, version, kind, ev.load_predictions(path),
-                               ev.caption_references(cat, version, kind), sbert)
+        got, _ = ev.score_kind(
+            eval_id,
+            model_name,
+            version,
+            kind,
+            ev.load_predictions(path),
+            ev.caption_references(cat, version, kind),
+            sbert,
+        )
         rows += got
     return {"scores": rows}
 
 
 def mecat_spec(version: str, model_name: str, metrics: Sequence[str], model: str, checker: str | None) -> StageSpec:
-    return StageSpec("evaluate:mecat", STAGE_VERSION, writes=("scores",), reads=("exports",), model=model,
-                     config={"model_name": model_name, "metrics": list(metrics), "error_checker": checker,
-                             "version": version})
+    return StageSpec(
+        "evaluate:mecat",
+        STAGE_VERSION,
+        writes=("scores",),
+        reads=("exports",),
+        model=model,
+        config={"model_name": model_name, "metrics": list(metrics), "error_checker": checker, "version": version},
+    )
 
 
-def score_mecat(data_root: Path, version: str, files: Mapping[str, Path], model_name: str, metrics: list[str],
-                ref_root: Path, sbert_dir: Path | None, device: str | None, checker, eval_id: str,
-                inputs: Inputs) -> dict[str, list[Score]]:
+def score_mecat(
+    data_root: Path,
+    version: str,
+    files: Mapping[str, Path],
+    model_name: str,
+    metrics: list[str],
+    ref_root: Path,
+    sbert_dir: Path | None,
+    device: str | None,
+    checker,
+    eval_id: str,
+    inputs: Inputs,
+) -> dict[str, list[Score]]:
     sbert = load_sbert(sbert_dir) if sbert_dir is not None else None
     cache = ReferenceCache(data_root / ".metric_cache")  # references embedded once across runs
-    rows, _ = ev.score_mecat(eval_id, model_name, version, files, ref_root, metrics, sbert, device,
-                             reference_cache=cache, error_checker=checker)
+    rows, _ = ev.score_mecat(
+        eval_id,
+        model_name,
+        version,
+        files,
+        ref_root,
+        metrics,
+        sbert,
+        device,
+        reference_cache=cache,
+        error_checker=checker,
+    )
     return {"scores": rows}
 
 
 def items_spec(version: str, subtask: str, model_name: str, judge_model: str, prompt_dir: Path | None) -> StageSpec:
     judge_prompt = "entailment_judge" if subtask == "entailment" else "ifeval_judge"
-    return StageSpec(f"evaluate:{subtask}", STAGE_VERSION, writes=("scores",), reads=(subtask, "qc"),
-                     model=f"judge:{judge_model}", config={"model_name": model_name, "version": version},
-                     prompt_files=(judge_prompt,),
-                     prompt_sha=request_sha((judge_prompt,), prompt_dir) if judge_model != "none" else None)
+    return StageSpec(
+        f"evaluate:{subtask}",
+        STAGE_VERSION,
+        writes=("scores",),
+        reads=(subtask, "qc"),
+        model=f"judge:{judge_model}",
+        config={"model_name": model_name, "version": version},
+        prompt_files=(judge_prompt,),
+        prompt_sha=request_sha((judge_prompt,), prompt_dir) if judge_model != "none" else None,
+    )
 
 
-def score_items(cat: Catalog, version: str, subtask: str, path: Path, model_name: str, client, eval_id: str,
-                prompt_dir: Path | None, errors: list[str], inputs: Inputs) -> dict[str, list[Score]]:
+def score_items(
+    cat: Catalog,
+    version: str,
+    subtask: str,
+    path: Path,
+    model_name: str,
+    client,
+    eval_id: str,
+    prompt_dir: Path | None,
+    errors: list[str],
+    inputs: Inputs,
+) -> dict[str, list[Score]]:
     """Entailment or IFEval answers of one file against the version's kept items; failed judge requests are
     appended to `errors` (the rules decide those samples)."""
     predictions = ev.load_predictions(path)
@@ -127,28 +190,39 @@ def sbert_and_checker(metrics: Sequence[str], sbert_spec: str | None, error_chec
 def similarity_summaries(cat: Catalog, key: str) -> list[ev.KindSummary]:
     rows = cat.query(
         f"SELECT subtask, count(*), avg(value), count(*) FILTER (WHERE prediction <> '') "
-        f"FROM read_parquet('{cat.shard_path('scores', key)}') GROUP BY 1 ORDER BY 1")
+        f"FROM read_parquet('{cat.shard_path('scores', key)}') GROUP BY 1 ORDER BY 1"
+    )
     return [ev.KindSummary(k, n, p, n - p, 0, m) for k, n, m, p in rows]
 
 
 def mecat_report(cat: Catalog, key: str, subtasks: list[str], ref_root: Path, metrics: list[str]):
-    stats = cat.query(f"SELECT subtask, metric, count(*), avg(value) FROM "
-                      f"read_parquet('{cat.shard_path('scores', key)}') GROUP BY 1, 2")
+    stats = cat.query(
+        f"SELECT subtask, metric, count(*), avg(value) FROM "
+        f"read_parquet('{cat.shard_path('scores', key)}') GROUP BY 1, 2"
+    )
     return ev.mecat_report_from_scores(stats, subtasks, ref_root, metrics)
 
 
-def items_result(cat: Catalog, key: str, version: str, subtask: str, path: Path, model_name: str,
-                 judged: bool) -> items.ItemResult:
+def items_result(
+    cat: Catalog, key: str, version: str, subtask: str, path: Path, model_name: str, judged: bool
+) -> items.ItemResult:
     """The item subtask's scores from its stored per-sample rows (the LLM's decisions are in the notes)."""
     rows = [Score.model_validate(r) for r in cat.read("scores", [key]).to_pylist()]
     predictions = ev.load_predictions(path)
     if subtask == "entailment":
-        result = items.score_entailment(key, model_name, version, items.entailment_items(cat, version), predictions,
-                                        items.llm_labels_from_rows(rows))
+        result = items.score_entailment(
+            key,
+            model_name,
+            version,
+            items.entailment_items(cat, version),
+            predictions,
+            items.llm_labels_from_rows(rows),
+        )
     else:
         verdicts = items.verdicts_from_rows(rows) if judged else None
-        result = items.score_ifeval(key, model_name, version, items.instruction_items(cat, version), predictions,
-                                    verdicts)
+        result = items.score_ifeval(
+            key, model_name, version, items.instruction_items(cat, version), predictions, verdicts
+        )
     known = {r.item_id for r in result.rows}
     unknown = set(predictions) - known
     if unknown:
@@ -176,22 +250,26 @@ def cdf(cat: Catalog, keys: list[str], metric: str | None, path: Path, title: st
 
 
 # ------------------------------------------------------------------------------------- model under test
-def model_requests(cat: Catalog, version: str, tasks: Sequence[str], prompt_dir: Path | None = None
-                   ) -> dict[str, list[tuple[str, str, str]]]:
+def model_requests(
+    cat: Catalog, version: str, tasks: Sequence[str], prompt_dir: Path | None = None
+) -> dict[str, list[tuple[str, str, str]]]:
     """clip_id → [(subtask, key, prompt)] for every kept item of `tasks` in `version`."""
     captions = load_prompt("mecat_eval", prompt_dir).data["captions"]
     kept = kept_items(version)
     requests: dict[str, list[tuple[str, str, str]]] = {}
     if "captions" in tasks:
-        for clip_id, kind in cat.query(f"SELECT DISTINCT clip_id, kind FROM {version}.captions "
-                                       f"WHERE item_id IN {kept} ORDER BY 1, 2"):
+        for clip_id, kind in cat.query(
+            f"SELECT DISTINCT clip_id, kind FROM {version}.captions WHERE item_id IN {kept} ORDER BY 1, 2"
+        ):
             requests.setdefault(clip_id, []).append((kind, clip_id, captions[kind]))
     if "qa" in tasks:
-        for clip_id, idx, question in cat.query(f"SELECT clip_id, qa_index, question FROM {version}.qa "
-                                                f"WHERE item_id IN {kept} ORDER BY 1, 2"):
+        for clip_id, idx, question in cat.query(
+            f"SELECT clip_id, qa_index, question FROM {version}.qa WHERE item_id IN {kept} ORDER BY 1, 2"
+        ):
             requests.setdefault(clip_id, []).append(("qa", f"{clip_id}_{idx}", question))
-    todo = (items.entailment_items(cat, version) if "entailment" in tasks else []) + \
-        (items.instruction_items(cat, version) if "ifeval" in tasks else [])
+    todo = (items.entailment_items(cat, version) if "entailment" in tasks else []) + (
+        items.instruction_items(cat, version) if "ifeval" in tasks else []
+    )
     for clip_id, reqs in items.model_requests(todo, prompt_dir).items():
         requests.setdefault(clip_id, []).extend(reqs)
     if not requests:
@@ -203,5 +281,7 @@ def clip_audio(cat: Catalog, version: str, ids: Sequence[str], batch: int = 64):
     """(clip_id, FLAC bytes) of the clips, read lazily in batches."""
     ids = sorted(ids)
     for i in range(0, len(ids), batch):
-        yield from cat.query(f"SELECT clip_id, audio_flac FROM {version}.clips WHERE clip_id IN "
-                             f"(SELECT unnest(?::VARCHAR[]))", [ids[i:i + batch]])
+        yield from cat.query(
+            f"SELECT clip_id, audio_flac FROM {version}.clips WHERE clip_id IN (SELECT unnest(?::VARCHAR[]))",
+            [ids[i : i + batch]],
+        )

@@ -37,15 +37,33 @@ class _Facts:
     def __init__(self) -> None:
         self.facts: list[Fact] = []
 
-    def add(self, rec: Any, type_: str, number: float | None = None, value: str | None = None, *,
-            subject: str | None = None, confidence: float | None = None) -> None:
+    def add(
+        self,
+        rec: Any,
+        type_: str,
+        number: float | None = None,
+        value: str | None = None,
+        *,
+        subject: str | None = None,
+        confidence: float | None = None,
+    ) -> None:
         if number is None and value is None:
             return
-        self.facts.append(Fact(type=type_, value=value, number=number, subject=subject, source=rec.expert,
-                               backend=rec.backend, confidence=confidence))
+        self.facts.append(
+            Fact(
+                type=type_,
+                value=value,
+                number=number,
+                subject=subject,
+                source=rec.expert,
+                backend=rec.backend,
+                confidence=confidence,
+            )
+        )
 
-    def labels(self, rec: Any, type_: str, labels: Sequence[LabelProb], min_prob: float = 0.0,
-               subject: str | None = None) -> None:
+    def labels(
+        self, rec: Any, type_: str, labels: Sequence[LabelProb], min_prob: float = 0.0, subject: str | None = None
+    ) -> None:
         for lp in labels:
             if lp.prob >= min_prob:
                 p = round(lp.prob, 3)
@@ -56,8 +74,11 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
     """Fold the expert records of one clip (by table name; `domain` required) into its facts."""
     f = _Facts()
     dom = records["domain"]
-    for content, prob, idx in (("speech", dom.speech_prob, 0), ("music", dom.music_prob, 1),
-                               ("sound_events", dom.sound_prob, 2)):
+    for content, prob, idx in (
+        ("speech", dom.speech_prob, 0),
+        ("music", dom.music_prob, 1),
+        ("sound_events", dom.sound_prob, 2),
+    ):
         p = _r(prob)
         f.add(dom, f"content.{content}", p, "present" if dom.domain[idx] != "0" else "absent", confidence=p)
     f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent")
@@ -70,7 +91,12 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
         asr = records.get("asr")
         if asr is not None and asr.text.strip():
             probs = [w.prob for w in asr.words]
-            f.add(asr, "speech.transcript", value=asr.text.strip(), confidence=_r(sum(probs) / len(probs)) if probs else None)
+            f.add(
+                asr,
+                "speech.transcript",
+                value=asr.text.strip(),
+                confidence=_r(sum(probs) / len(probs)) if probs else None,
+            )
             f.add(asr, "speech.language", value=asr.language, confidence=_r(asr.language_prob))
             f.add(asr, "speech.words", float(len(asr.words)))
             f.add(asr, "speech.words_per_s", _r(len(asr.words) / vad.speech_s, 2) if vad.speech_s > 0 else None)
@@ -93,11 +119,28 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
             f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}")
     _music(f, records.get("music"), records.get("separation"))
     if (ac := records.get("acoustics")) is not None:
-        for name, v in (("rt60_s", _r(ac.rt60_s, 2)), ("drr_db", _r(ac.drr_db, 1)), ("snr_db", _r(ac.snr_db, 1)),
-                        ("bandwidth_hz", _r(ac.bandwidth_hz, 0)), ("plcmos", _r(ac.plcmos, 2))):
+        for name, v in (
+            ("rt60_s", _r(ac.rt60_s, 2)),
+            ("drr_db", _r(ac.drr_db, 1)),
+            ("snr_db", _r(ac.snr_db, 1)),
+            ("bandwidth_hz", _r(ac.bandwidth_hz, 0)),
+            ("plcmos", _r(ac.plcmos, 2)),
+        ):
             f.add(ac, f"acoustics.{name}", v)
-    known = {"domain", "vad", "asr", "asr_check", "dnsmos", "levels", "diarization", "speakers", "tags", "music",
-             "separation", "acoustics"}
+    known = {
+        "domain",
+        "vad",
+        "asr",
+        "asr_check",
+        "dnsmos",
+        "levels",
+        "diarization",
+        "speakers",
+        "tags",
+        "music",
+        "separation",
+        "acoustics",
+    }
     for table, rec in sorted(records.items()):  # tables this module does not know: scalar fields and labels
         if table not in known and isinstance(rec, BaseModel):
             _generic(f, rec, table)
@@ -110,8 +153,12 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     f.add(dia, "speakers.count", float(dia.n_speakers))
     people = {p.speaker: p for p in spk.speakers} if spk is not None else {}
     for name in sorted({t.speaker for t in dia.turns}):
-        f.add(dia, "speaker.speech_s", _r(sum(t.end_s - t.start_s for t in dia.turns if t.speaker == name), 2),
-              subject=name)
+        f.add(
+            dia,
+            "speaker.speech_s",
+            _r(sum(t.end_s - t.start_s for t in dia.turns if t.speaker == name), 2),
+            subject=name,
+        )
         if (p := people.get(name)) is None:
             continue
         for attr in ("gender", "age_band", "emotion", "accent"):
@@ -153,8 +200,13 @@ def _generic(f: _Facts, rec: BaseModel, table: str) -> None:
 
 def _record(clip: Clip, domain: str, facts: list[Fact]) -> ClipEvidence:
     blob = "\n".join(fact.model_dump_json() for fact in facts)
-    return ClipEvidence(clip_id=clip.clip_id, domain=domain, duration_s=clip.duration_s, facts=facts,
-                        evidence_sha=hashlib.sha256(blob.encode()).hexdigest()[:16])
+    return ClipEvidence(
+        clip_id=clip.clip_id,
+        domain=domain,
+        duration_s=clip.duration_s,
+        facts=facts,
+        evidence_sha=hashlib.sha256(blob.encode()).hexdigest()[:16],
+    )
 
 
 def run(expert_tables: Sequence[str], inputs: Inputs) -> dict[str, list[ClipEvidence]]:
@@ -169,8 +221,14 @@ def run(expert_tables: Sequence[str], inputs: Inputs) -> dict[str, list[ClipEvid
     return {"evidence": out}
 
 
-def evidence_of(clip_id: str, domain: str, values: Mapping[str, Any] | None = None, *, duration_s: float = 10.0,
-                probs: Sequence[float] | None = None) -> ClipEvidence:
+def evidence_of(
+    clip_id: str,
+    domain: str,
+    values: Mapping[str, Any] | None = None,
+    *,
+    duration_s: float = 10.0,
+    probs: Sequence[float] | None = None,
+) -> ClipEvidence:
     """Evidence written by hand (tests, benchmarks with planted defects): `values` maps a fact type to a
     number, a text, or {label: probability}; `subject@type` keys set a subject ("S1@speaker.gender").
     The content facts follow the domain code (probability 0.9 present / 0.1 absent unless `probs`)."""
@@ -178,10 +236,23 @@ def evidence_of(clip_id: str, domain: str, values: Mapping[str, Any] | None = No
     for idx, content in enumerate(("speech", "music", "sound_events")):
         present = domain[idx] != "0"
         p = probs[idx] if probs is not None else (0.9 if present else 0.1)
-        facts.append(Fact(type=f"content.{content}", value="present" if present else "absent", number=p,
-                          source="domain", confidence=p))
-    facts.append(Fact(type="content.silent", value="silent" if domain == "000" else "not silent",
-                      number=1.0 if domain == "000" else 0.0, source="domain"))
+        facts.append(
+            Fact(
+                type=f"content.{content}",
+                value="present" if present else "absent",
+                number=p,
+                source="domain",
+                confidence=p,
+            )
+        )
+    facts.append(
+        Fact(
+            type="content.silent",
+            value="silent" if domain == "000" else "not silent",
+            number=1.0 if domain == "000" else 0.0,
+            source="domain",
+        )
+    )
     for key, value in (values or {}).items():
         subject, _, type_ = key.rpartition("@")
         source = type_.split(".")[0]
@@ -192,5 +263,18 @@ def evidence_of(clip_id: str, domain: str, values: Mapping[str, Any] | None = No
             facts.append(Fact(**common, value=value))
         elif value is not None:
             facts.append(Fact(**common, number=float(value)))
-    return _record(Clip(clip_id=clip_id, source_path="", source_sha256="", source_format="", clip_index=0,
-                        offset_s=0.0, duration_s=duration_s, sample_rate=16_000, audio_flac=b""), domain, facts)
+    return _record(
+        Clip(
+            clip_id=clip_id,
+            source_path="",
+            source_sha256="",
+            source_format="",
+            clip_index=0,
+            offset_s=0.0,
+            duration_s=duration_s,
+            sample_rate=16_000,
+            audio_flac=b"",
+        ),
+        domain,
+        facts,
+    )

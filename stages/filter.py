@@ -24,13 +24,30 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
     """`sbert_name`: the resolved model name, not the setting ("auto" changes model when the paper's
     TinyBERT enters the cache)."""
     f = cfg.filter
-    config = {"conf": f.min_confidence, "short": f.max_short_words, "long": f.min_long_words,
-              "halluc": f.max_hallucination, "dup": f.duplicate_similarity,
-              "margin": {"backend": f.margin_backend, "kinds": list(f.margin_kinds), "neg": f.margin_negatives,
-                         "thr": threshold(f)},
-              "sbert": sbert_name, "clap": f.clap_model if f.margin_backend == "clap" else None}
-    return StageSpec("filter", STAGE_VERSION, writes=("qc",), reads=READS, config=config,
-                     prompt_files=("evidence",), prompt_sha=request_sha(("evidence",), cfg.synthesize.prompt_dir))
+    config = {
+        "conf": f.min_confidence,
+        "short": f.max_short_words,
+        "long": f.min_long_words,
+        "halluc": f.max_hallucination,
+        "dup": f.duplicate_similarity,
+        "margin": {
+            "backend": f.margin_backend,
+            "kinds": list(f.margin_kinds),
+            "neg": f.margin_negatives,
+            "thr": threshold(f),
+        },
+        "sbert": sbert_name,
+        "clap": f.clap_model if f.margin_backend == "clap" else None,
+    }
+    return StageSpec(
+        "filter",
+        STAGE_VERSION,
+        writes=("qc",),
+        reads=READS,
+        config=config,
+        prompt_files=("evidence",),
+        prompt_sha=request_sha(("evidence",), cfg.synthesize.prompt_dir),
+    )
 
 
 Embed = Callable[[list[str]], object]
@@ -41,18 +58,29 @@ def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str,
     f = cfg.filter
     items = {t: inputs(t) for t in ITEM_TABLES}
     transcripts = {t.clip_id: t.text for t in inputs("asr")}
-    context = {c.clip_id: ClipContext(transcripts.get(c.clip_id, ""), c.hallucination_score, tuple(c.flags))
-               for c in inputs("asr_check")}
+    context = {
+        c.clip_id: ClipContext(transcripts.get(c.clip_id, ""), c.hallucination_score, tuple(c.flags))
+        for c in inputs("asr_check")
+    }
     embed = embedder() if items["entailment"] or f.margin_backend == "evidence" else None
-    rows = run_checks(items["captions"], items["qa"], inputs("rejections"), f, entailment=items["entailment"],
-                      instructions=items["instructions"], context=context, embed=embed)
+    rows = run_checks(
+        items["captions"],
+        items["qa"],
+        inputs("rejections"),
+        f,
+        entailment=items["entailment"],
+        instructions=items["instructions"],
+        context=context,
+        embed=embed,
+    )
     if f.margin_backend != "off" and items["captions"]:
         if f.margin_backend == "clap":
             audio, sr = {}, 16_000
             for clip in inputs("clips"):
                 audio[clip.clip_id], sr = decode_clip(clip.audio_flac)
-            backend = ClapBackend(require_clap(f.clap_model, cfg.analyze.models_dir), audio, sr,
-                                  device=cfg.analyze.device)
+            backend = ClapBackend(
+                require_clap(f.clap_model, cfg.analyze.models_dir), audio, sr, device=cfg.analyze.device
+            )
         else:
             evidence = {e.clip_id: e for e in inputs("evidence")}
             backend = EvidenceSbertBackend(evidence, embed, load_phrases("evidence", cfg.synthesize.prompt_dir))

@@ -24,7 +24,22 @@ from earmark.experts.base import SAMPLE_RATE, ClipAudio
 from earmark.schemas.records import Clip, QuarantineRow
 from earmark.stages.base import StageSpec
 
-AUDIO_SUFFIXES = {".wav", ".flac", ".ogg", ".oga", ".opus", ".mp3", ".aiff", ".aif", ".au", ".m4a", ".aac", ".wma", ".webm", ".mka"}
+AUDIO_SUFFIXES = {
+    ".wav",
+    ".flac",
+    ".ogg",
+    ".oga",
+    ".opus",
+    ".mp3",
+    ".aiff",
+    ".aif",
+    ".au",
+    ".m4a",
+    ".aac",
+    ".wma",
+    ".webm",
+    ".mka",
+}
 STAGE_VERSION = "1"
 
 
@@ -98,7 +113,8 @@ def _decode_ffmpeg(path: Path, sample_rate: int) -> np.ndarray:
         )
     proc = subprocess.run(
         [ffmpeg, "-nostdin", "-v", "error", "-i", str(path), "-f", "f32le", "-ac", "1", "-ar", str(sample_rate), "-"],
-        capture_output=True, timeout=600,
+        capture_output=True,
+        timeout=600,
     )
     if proc.returncode != 0 or not proc.stdout:
         msg = proc.stderr.decode(errors="replace").strip().splitlines()
@@ -114,7 +130,9 @@ def load_audio(path: Path, cfg: IngestSection = IngestSection()) -> np.ndarray:
     if not path.exists():
         raise UnusableInput("file does not exist (broken link?)", "fix or remove the link")
     if path.stat().st_size == 0:
-        raise UnusableInput("file is empty (0 bytes)", "re-copy or re-export the file; remove it if it is a placeholder")
+        raise UnusableInput(
+            "file is empty (0 bytes)", "re-copy or re-export the file; remove it if it is a placeholder"
+        )
     try:
         info = sf.info(str(path))
     except (sf.LibsndfileError, RuntimeError, OSError):
@@ -174,7 +192,9 @@ def split_clips(audio: np.ndarray, cfg: IngestSection) -> tuple[list[tuple[float
     return pieces, dropped
 
 
-def ingest_file(path: Path, cfg: IngestSection, display_path: str | None = None) -> tuple[list[Clip], list[QuarantineRow]]:
+def ingest_file(
+    path: Path, cfg: IngestSection, display_path: str | None = None
+) -> tuple[list[Clip], list[QuarantineRow]]:
     """One source file → its clips, or quarantine rows explaining why (part of) it is unusable."""
     shown = display_path or str(path)
     sha = file_sha256(path) if path.exists() else None
@@ -183,38 +203,61 @@ def ingest_file(path: Path, cfg: IngestSection, display_path: str | None = None)
     except UnusableInput as bad:
         return [], [QuarantineRow(source_path=shown, source_sha256=sha, stage="ingest", reason=bad.reason, fix=bad.fix)]
     except Exception as exc:  # a decoder bug on hostile input must not end the run
-        return [], [QuarantineRow(
-            source_path=shown, source_sha256=sha, stage="ingest",
-            reason=f"unexpected decoder error {type(exc).__name__}: {exc}", fix="convert the file to WAV/FLAC and retry",
-        )]
+        return [], [
+            QuarantineRow(
+                source_path=shown,
+                source_sha256=sha,
+                stage="ingest",
+                reason=f"unexpected decoder error {type(exc).__name__}: {exc}",
+                fix="convert the file to WAV/FLAC and retry",
+            )
+        ]
     pieces, dropped = split_clips(audio, cfg)
     quarantine = []
     if not pieces:
-        quarantine.append(QuarantineRow(
-            source_path=shown, source_sha256=sha, stage="ingest",
-            reason=f"audio is {len(audio) / SAMPLE_RATE:.2f} s long, shorter than min_clip_s={cfg.min_clip_s}",
-            fix="use a longer recording or lower ingest.min_clip_s",
-        ))
+        quarantine.append(
+            QuarantineRow(
+                source_path=shown,
+                source_sha256=sha,
+                stage="ingest",
+                reason=f"audio is {len(audio) / SAMPLE_RATE:.2f} s long, shorter than min_clip_s={cfg.min_clip_s}",
+                fix="use a longer recording or lower ingest.min_clip_s",
+            )
+        )
     elif dropped:
-        quarantine.append(QuarantineRow(
-            source_path=f"{shown}@tail", source_sha256=sha, stage="ingest",
-            reason=f"final {dropped:.2f} s after the last full clip is shorter than min_clip_s={cfg.min_clip_s}; dropped",
-            fix="nothing to do unless that tail matters; then lower ingest.min_clip_s",
-        ))
+        quarantine.append(
+            QuarantineRow(
+                source_path=f"{shown}@tail",
+                source_sha256=sha,
+                stage="ingest",
+                reason=f"final {dropped:.2f} s after the last full clip is shorter than min_clip_s={cfg.min_clip_s}; dropped",
+                fix="nothing to do unless that tail matters; then lower ingest.min_clip_s",
+            )
+        )
     fmt = path.suffix.lower().lstrip(".")
     clips = []
     for index, (offset, piece) in enumerate(pieces):
         pcm16 = np.clip(np.round(piece * 32767.0), -32768, 32767).astype(np.int16)
         clip_id = hashlib.sha256(pcm16.tobytes()).hexdigest()[:20]
-        clips.append(Clip(
-            clip_id=clip_id, source_path=shown, source_sha256=sha or "", source_format=fmt, clip_index=index,
-            offset_s=round(offset, 3), duration_s=round(len(pcm16) / SAMPLE_RATE, 3),
-            sample_rate=SAMPLE_RATE, audio_flac=encode_flac(pcm16, SAMPLE_RATE),
-        ))
+        clips.append(
+            Clip(
+                clip_id=clip_id,
+                source_path=shown,
+                source_sha256=sha or "",
+                source_format=fmt,
+                clip_index=index,
+                offset_s=round(offset, 3),
+                duration_s=round(len(pcm16) / SAMPLE_RATE, 3),
+                sample_rate=SAMPLE_RATE,
+                audio_flac=encode_flac(pcm16, SAMPLE_RATE),
+            )
+        )
     return clips, quarantine
 
 
-def ingest_files(paths: Sequence[Path], cfg: IngestSection, root: Path | None = None) -> tuple[list[Clip], list[QuarantineRow]]:
+def ingest_files(
+    paths: Sequence[Path], cfg: IngestSection, root: Path | None = None
+) -> tuple[list[Clip], list[QuarantineRow]]:
     """Ingest a shard's files; a clip whose audio already appeared earlier in the shard is kept once."""
     clips: list[Clip] = []
     quarantine: list[QuarantineRow] = []
@@ -225,11 +268,15 @@ def ingest_files(paths: Sequence[Path], cfg: IngestSection, root: Path | None = 
         quarantine += bad
         for clip in got:
             if clip.clip_id in seen:
-                quarantine.append(QuarantineRow(
-                    source_path=f"{shown}#{clip.clip_index}", source_sha256=clip.source_sha256, stage="ingest",
-                    reason=f"duplicate audio: identical to clip {clip.clip_id} from {seen[clip.clip_id]}",
-                    fix="nothing to do; the clip is kept once",
-                ))
+                quarantine.append(
+                    QuarantineRow(
+                        source_path=f"{shown}#{clip.clip_index}",
+                        source_sha256=clip.source_sha256,
+                        stage="ingest",
+                        reason=f"duplicate audio: identical to clip {clip.clip_id} from {seen[clip.clip_id]}",
+                        fix="nothing to do; the clip is kept once",
+                    )
+                )
                 continue
             seen[clip.clip_id] = shown
             clips.append(clip)

@@ -63,8 +63,9 @@ class EvidenceSbertBackend(MarginBackend):
 
     check = "margin:evidence-sbert"
 
-    def __init__(self, evidence: Mapping[str, ClipEvidence], embed: Callable[[Sequence[str]], np.ndarray],
-                 phrases: Phrases) -> None:
+    def __init__(
+        self, evidence: Mapping[str, ClipEvidence], embed: Callable[[Sequence[str]], np.ndarray], phrases: Phrases
+    ) -> None:
         self.evidence, self.embed, self.phrases = evidence, embed, phrases
 
     def anchors(self, keys: Sequence[tuple[str, str]]) -> np.ndarray:
@@ -81,8 +82,7 @@ def evidence_text(ev: ClipEvidence, kind: str, phrases: Phrases) -> str:
     """The evidence a caption of `kind` should agree with, as plain sentences: the per-kind rendering of
     what *is* there (lines stating absence would pull captions of the absent content closer)."""
     if kind in ("short", "long"):
-        present = [k for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events"))
-                   if ev.present(c)]
+        present = [k for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events")) if ev.present(c)]
         parts = [render(ev, k, phrases) for k in present]
     else:
         parts = [render(ev, kind, phrases)]
@@ -96,8 +96,14 @@ class ClapBackend(MarginBackend):
 
     check = "margin:clap"
 
-    def __init__(self, model_dir, audio: Mapping[str, np.ndarray], sample_rate: int = 16_000,
-                 device: str = "cpu", batch_size: int = 16) -> None:
+    def __init__(
+        self,
+        model_dir,
+        audio: Mapping[str, np.ndarray],
+        sample_rate: int = 16_000,
+        device: str = "cpu",
+        batch_size: int = 16,
+    ) -> None:
         import torch
         from transformers import AutoTokenizer, ClapFeatureExtractor, ClapModel
 
@@ -105,9 +111,15 @@ class ClapBackend(MarginBackend):
 
         self.torch = torch
         key = f"clap:{model_dir}:{device}"
-        self.model = load_once(key, lambda: ClapModel.from_pretrained(str(model_dir), local_files_only=True).to(device).eval())
-        self.tokenizer = load_once(key + ":tok", lambda: AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True))
-        self.features = load_once(key + ":fe", lambda: ClapFeatureExtractor.from_pretrained(str(model_dir), local_files_only=True))
+        self.model = load_once(
+            key, lambda: ClapModel.from_pretrained(str(model_dir), local_files_only=True).to(device).eval()
+        )
+        self.tokenizer = load_once(
+            key + ":tok", lambda: AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
+        )
+        self.features = load_once(
+            key + ":fe", lambda: ClapFeatureExtractor.from_pretrained(str(model_dir), local_files_only=True)
+        )
         self.audio, self.sr, self.device, self.batch = audio, sample_rate, device, batch_size
 
     def _resampled(self, clip_id: str) -> np.ndarray:
@@ -121,11 +133,12 @@ class ClapBackend(MarginBackend):
         clips = sorted({c for c, _ in keys})
         rows: dict[str, np.ndarray] = {}
         for i in range(0, len(clips), self.batch):
-            part = clips[i:i + self.batch]
+            part = clips[i : i + self.batch]
             # An unfused model takes one mel crop; "fusion" would hand it four channels.
             trunc = "fusion" if getattr(self.model.config.audio_config, "enable_fusion", False) else "rand_trunc"
-            feats = self.features([self._resampled(c) for c in part], sampling_rate=CLAP_SR, truncation=trunc,
-                                  return_tensors="pt")
+            feats = self.features(
+                [self._resampled(c) for c in part], sampling_rate=CLAP_SR, truncation=trunc, return_tensors="pt"
+            )
             with self.torch.no_grad():
                 out = self.model.get_audio_features(**{k: v.to(self.device) for k, v in feats.items()})
             emb = _pooled(out).cpu().numpy()
@@ -135,7 +148,7 @@ class ClapBackend(MarginBackend):
     def texts(self, texts: Sequence[str]) -> np.ndarray:
         out = []
         for i in range(0, len(texts), self.batch):
-            tok = self.tokenizer(list(texts[i:i + self.batch]), padding=True, truncation=True, return_tensors="pt")
+            tok = self.tokenizer(list(texts[i : i + self.batch]), padding=True, truncation=True, return_tensors="pt")
             tok = {k: v.to(self.device) for k, v in tok.items() if k in ("input_ids", "attention_mask")}
             with self.torch.no_grad():
                 out.append(_unit(_pooled(self.model.get_text_features(**tok)).cpu().numpy()))
@@ -172,8 +185,7 @@ def margin_checks(captions: Sequence[Caption], backend: MarginBackend, cfg: Filt
     out: list[QCResult] = []
     for c in captions:
         if c.kind in kinds and c.model == "rule":
-            out.append(QCResult(item_table="captions", item_id=c.item_id, clip_id=c.clip_id, check=backend.check,
-                                keep=True, reason="rule-written absence caption, not compared", score=None))
+            out.append(_verdict(c, backend, True, "rule-written absence caption, not compared"))
     if not todo:
         return out
     keys = sorted({(captions[i].clip_id, captions[i].kind) for i in todo})
@@ -184,17 +196,27 @@ def margin_checks(captions: Sequence[Caption], backend: MarginBackend, cfg: Filt
         c = captions[i]
         others = [j for j in pools[c.kind] if captions[j].clip_id != c.clip_id]
         if not others:
-            out.append(QCResult(item_table="captions", item_id=c.item_id, clip_id=c.clip_id, check=backend.check,
-                                keep=True, reason="no other clip's caption in the shard to compare with", score=None))
+            out.append(_verdict(c, backend, True, "no other clip's caption in the shard to compare with"))
             continue
         neg = _rng(c.item_id).choice(others, size=min(cfg.margin_negatives, len(others)), replace=False)
         a = anchor[(c.clip_id, c.kind)]
         m = 100.0 * (float(a @ text[i]) - float(np.mean([a @ text[j] for j in neg])))
         keep = m >= thr
-        out.append(QCResult(item_table="captions", item_id=c.item_id, clip_id=c.clip_id, check=backend.check,
-                            keep=keep, score=round(m, 3),
-                            reason=None if keep else f"margin {m:.1f} < {thr:g} over {len(neg)} other captions"))
+        reason = None if keep else f"margin {m:.1f} < {thr:g} over {len(neg)} other captions"
+        out.append(_verdict(c, backend, keep, reason, round(m, 3)))
     return out
+
+
+def _verdict(c: Caption, backend: MarginBackend, keep: bool, reason: str | None, score: float | None = None):
+    return QCResult(
+        item_table="captions",
+        item_id=c.item_id,
+        clip_id=c.clip_id,
+        check=backend.check,
+        keep=keep,
+        reason=reason,
+        score=score,
+    )
 
 
 def require_clap(model_id: str, models_dir=None):
@@ -202,7 +224,8 @@ def require_clap(model_id: str, models_dir=None):
     from earmark.experts.models import MissingWeights, require_weights
 
     try:
-        return require_weights('QC margin filter (filter.margin_backend = "clap")', model_id, models_dir,
-                               files=("config.json",))
+        return require_weights(
+            'QC margin filter (filter.margin_backend = "clap")', model_id, models_dir, files=("config.json",)
+        )
     except MissingWeights as exc:
-        raise MissingWeights(f"{exc} For the offline margin filter set filter.margin_backend = \"evidence\".") from None
+        raise MissingWeights(f'{exc} For the offline margin filter set filter.margin_backend = "evidence".') from None

@@ -52,9 +52,20 @@ def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
         caption_lines[entry["domain"]].append(json.dumps({clip_id: ordered}, ensure_ascii=False))
     qa_lines: dict[str, list[str]] = defaultdict(list)
     for clip_id, domain, idx, category, difficulty, question, answer in qa:
-        qa_lines[domain].append(json.dumps({f"{clip_id}_{idx}": {
-            "category": category, "difficulty": difficulty, "question": question, "answer": answer,
-            "domain": domain}}, ensure_ascii=False))
+        qa_lines[domain].append(
+            json.dumps(
+                {
+                    f"{clip_id}_{idx}": {
+                        "category": category,
+                        "difficulty": difficulty,
+                        "question": question,
+                        "answer": answer,
+                        "domain": domain,
+                    }
+                },
+                ensure_ascii=False,
+            )
+        )
     for sub, lines in (("caption", caption_lines), ("qa", qa_lines)):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
         for domain, rows in lines.items():
@@ -74,10 +85,14 @@ def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     import io
 
     kept = _KEPT.format(v=version)
-    ent = cat.query(f"SELECT clip_id, premise, hypothesis, label, domain FROM {version}.entailment "
-                    f"WHERE item_id IN {kept} ORDER BY clip_id, label")
-    ins = cat.query(f"SELECT clip_id, instruction, answer, dimension, rule, rule_content, domain "
-                    f"FROM {version}.instructions WHERE item_id IN {kept} ORDER BY clip_id, item_id")
+    ent = cat.query(
+        f"SELECT clip_id, premise, hypothesis, label, domain FROM {version}.entailment "
+        f"WHERE item_id IN {kept} ORDER BY clip_id, label"
+    )
+    ins = cat.query(
+        f"SELECT clip_id, instruction, answer, dimension, rule, rule_content, domain "
+        f"FROM {version}.instructions WHERE item_id IN {kept} ORDER BY clip_id, item_id"
+    )
     if ent:
         buf = io.StringIO()
         writer = csv.writer(buf)
@@ -87,9 +102,24 @@ def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
         (out_dir / "entailment" / "entailment.csv").write_text(buf.getvalue())
     if ins:
         (out_dir / "ifeval").mkdir(parents=True, exist_ok=True)
-        (out_dir / "ifeval" / "ifeval.jsonl").write_text("".join(json.dumps(
-            {"audio": c, "instruction": i, "answer": a, "dimension": d, "rule": r, "rule_content": rc, "domain": dom},
-            ensure_ascii=False) + "\n" for c, i, a, d, r, rc, dom in ins))
+        (out_dir / "ifeval" / "ifeval.jsonl").write_text(
+            "".join(
+                json.dumps(
+                    {
+                        "audio": c,
+                        "instruction": i,
+                        "answer": a,
+                        "dimension": d,
+                        "rule": r,
+                        "rule_content": rc,
+                        "domain": dom,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+                for c, i, a, d, r, rc, dom in ins
+            )
+        )
     return {"entailment_hypotheses": len(ent), "instruction_triples": len(ins)}
 
 
@@ -123,14 +153,28 @@ def publish(cat: Catalog, version: str, inputs: Inputs) -> dict[str, list[Export
     counts = {**export_mecat(cat, version, out_dir), **export_items(cat, version, out_dir)}
     (out_dir / "README.md").write_text(dataset_card(cat, version, counts))
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
-    return {"exports": [ExportFile(version=version, path=str(p.relative_to(cat.root)), format=_format(p),
-                                   rows=_rows(p), sha256=file_sha256(p)) for p in files]}
+    return {
+        "exports": [
+            ExportFile(
+                version=version,
+                path=str(p.relative_to(cat.root)),
+                format=_format(p),
+                rows=_rows(p),
+                sha256=file_sha256(p),
+            )
+            for p in files
+        ]
+    }
 
 
 def _format(path: Path) -> str:
     parts = path.parent.name
-    return {"caption": "mecat-caption", "qa": "mecat-qa", "entailment": "audio-entailment-csv",
-            "ifeval": "audiobench-ifeval"}.get(parts, "card" if path.name == "README.md" else path.suffix.lstrip("."))
+    return {
+        "caption": "mecat-caption",
+        "qa": "mecat-qa",
+        "entailment": "audio-entailment-csv",
+        "ifeval": "audiobench-ifeval",
+    }.get(parts, "card" if path.name == "README.md" else path.suffix.lstrip("."))
 
 
 def _rows(path: Path) -> int:
@@ -138,31 +182,52 @@ def _rows(path: Path) -> int:
     return n - 1 if path.suffix == ".csv" else n
 
 
-
 def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
     dom = cat.query(f"SELECT domain, count(*) FROM {version}.domain GROUP BY 1 ORDER BY 1")
     q = cat.query(f"SELECT count(*) FROM {version}.quarantine")[0][0]
     rej = cat.query(
-        f"SELECT item_table, \"check\", count(*) FROM {version}.qc WHERE NOT keep GROUP BY 1, 2 ORDER BY 1, 2"
+        f'SELECT item_table, "check", count(*) FROM {version}.qc WHERE NOT keep GROUP BY 1, 2 ORDER BY 1, 2'
     )
     models = cat.query(f"SELECT DISTINCT model, prompt_name, prompt_sha FROM {version}.captions ORDER BY 2")
-    review = cat.query(f"SELECT item_table, split_part(reason, ' ', 1), count(*) FROM {version}.qc "
-                       "WHERE \"check\" = 'human_review' AND item_id NOT LIKE '%~rev' GROUP BY 1, 2 ORDER BY 1, 2")
+    review = cat.query(
+        f"SELECT item_table, split_part(reason, ' ', 1), count(*) FROM {version}.qc "
+        "WHERE \"check\" = 'human_review' AND item_id NOT LIKE '%~rev' GROUP BY 1, 2 ORDER BY 1, 2"
+    )
     lines = [
-        f"# {cat.dataset} {version}", "",
-        "Built by earmark: expert models → LLM synthesis → QC. Every row carries its lineage.", "",
-        "## Clips per domain", "", "| domain | clips |", "|---|---|",
+        f"# {cat.dataset} {version}",
+        "",
+        "Built by earmark: expert models → LLM synthesis → QC. Every row carries its lineage.",
+        "",
+        "## Clips per domain",
+        "",
+        "| domain | clips |",
+        "|---|---|",
         *[f"| {d} | {n} |" for d, n in dom],
-        "", f"Quarantined inputs: {q}", "",
-        "## Exported (kept by every QC check)", "",
+        "",
+        f"Quarantined inputs: {q}",
+        "",
+        "## Exported (kept by every QC check)",
+        "",
         *[f"- {k}: {v}" for k, v in counts.items()],
-        "", "## Rejections by check", "", "| table | check | rejected |", "|---|---|---|",
+        "",
+        "## Rejections by check",
+        "",
+        "| table | check | rejected |",
+        "|---|---|---|",
         *[f"| {t} | {c} | {n} |" for t, c, n in rej],
-        "", "## Human review", "",
-        *([f"| {t} | {d} | {n} |" for t, d, n in review] and
-          ["| table | decision | items |", "|---|---|---|", *[f"| {t} | {d} | {n} |" for t, d, n in review]]
-          or ["No review decisions applied."]),
-        "", "## Generators", "", "| model | prompt | sha |", "|---|---|---|",
+        "",
+        "## Human review",
+        "",
+        *(
+            [f"| {t} | {d} | {n} |" for t, d, n in review]
+            and ["| table | decision | items |", "|---|---|---|", *[f"| {t} | {d} | {n} |" for t, d, n in review]]
+            or ["No review decisions applied."]
+        ),
+        "",
+        "## Generators",
+        "",
+        "| model | prompt | sha |",
+        "|---|---|---|",
         *[f"| {m} | {p} | {s} |" for m, p, s in models],
     ]
     return "\n".join(lines) + "\n"

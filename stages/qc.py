@@ -29,21 +29,35 @@ Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
 # The text fields of each item table that a generator wrote (what hallucination and review look at); its
 # keys are the item tables.
 ITEM_TEXT: dict[str, tuple[str, ...]] = {
-    "captions": ("text",), "qa": ("question", "answer"), "entailment": ("hypothesis",),
+    "captions": ("text",),
+    "qa": ("question", "answer"),
+    "entailment": ("hypothesis",),
     "instructions": ("instruction", "answer"),
 }
 
 _ABSENCE = {
-    "speech": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(speech|speaking|spoken|voices?|talking|words?|speakers?|dialogue)\b|\bno one (is )?(speaking|talking)\b|\bsilent\b", re.I),
-    "music": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(music|musical|melod\w*|instruments?|songs?)\b", re.I),
+    "speech": re.compile(
+        r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(speech|speaking|spoken|voices?|talking|words?|speakers?|dialogue)\b|\bno one (is )?(speaking|talking)\b|\bsilent\b",
+        re.I,
+    ),
+    "music": re.compile(
+        r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(music|musical|melod\w*|instruments?|songs?)\b", re.I
+    ),
     "sound": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(sounds?|events?|noises?)\b", re.I),
 }
 # Short and long captions mention several kinds of content in one sentence ("no music, just a man
 # talking"), so only an absence word right before the content word counts there.
 _CLAIMED_ABSENT = {
-    "speech": re.compile(r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(speech|voices?|talking|speaking|dialogue|spoken words|speakers?)\b|\bno one (is )?(speaking|talking)\b|\bnobody (is )?(speaking|talking)\b", re.I),
-    "music": re.compile(r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(music|musical instruments?|melod\w*|songs?)\b", re.I),
-    "sound": re.compile(r"\b(no|without|absence of|lacks?|lacking)\s+(other\s+)?(sound events?|background sounds?|other sounds)\b", re.I),
+    "speech": re.compile(
+        r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(speech|voices?|talking|speaking|dialogue|spoken words|speakers?)\b|\bno one (is )?(speaking|talking)\b|\bnobody (is )?(speaking|talking)\b",
+        re.I,
+    ),
+    "music": re.compile(
+        r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(music|musical instruments?|melod\w*|songs?)\b", re.I
+    ),
+    "sound": re.compile(
+        r"\b(no|without|absence of|lacks?|lacking)\s+(other\s+)?(sound events?|background sounds?|other sounds)\b", re.I
+    ),
 }
 _CONTENT_INDEX = {"speech": 0, "music": 1, "sound": 2}
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{1,200})[\"“”']")
@@ -69,8 +83,12 @@ class ItemSet:
     context: Mapping[str, ClipContext] = field(default_factory=dict)
 
     def tables(self) -> dict[str, Sequence[Item]]:
-        return {"captions": self.captions, "qa": self.qa, "entailment": self.entailment,
-                "instructions": self.instructions}
+        return {
+            "captions": self.captions,
+            "qa": self.qa,
+            "entailment": self.entailment,
+            "instructions": self.instructions,
+        }
 
 
 def normalise(text: str) -> str:
@@ -134,11 +152,11 @@ def transcript_overlap(text: str, transcript: str) -> str | None:
     if len(t) < 3:
         whole = " ".join(t)
         return whole if any(normalise(q) == whole for q in _QUOTED.findall(text)) else None
-    grams = {tuple(t[i:i + 3]) for i in range(len(t) - 2)}
+    grams = {tuple(t[i : i + 3]) for i in range(len(t) - 2)}
     words = normalise(text).split()
     for i in range(len(words) - 2):
-        if tuple(words[i:i + 3]) in grams:
-            return " ".join(words[i:i + 3])
+        if tuple(words[i : i + 3]) in grams:
+            return " ".join(words[i : i + 3])
     return None
 
 
@@ -154,8 +172,11 @@ def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: Filt
         phrase = transcript_overlap(getattr(item, name), ctx.transcript)
         if phrase is not None:
             flags = ", ".join(ctx.flags) or "flagged"
-            return False, (f"{name} relies on a hallucinated transcript ({flags}, score {score:.2f}): "
-                           f"repeats {phrase!r}"), score
+            return (
+                False,
+                (f"{name} relies on a hallucinated transcript ({flags}, score {score:.2f}): repeats {phrase!r}"),
+                score,
+            )
     return True, None, score
 
 
@@ -169,19 +190,24 @@ QA_CHECKS: dict[str, Callable[[QAPair, FilterSection], Verdict]] = {
     "answer_not_question": check_answer_not_question,
 }
 ENTAILMENT_CHECKS: dict[str, Callable[[EntailmentHypothesis, FilterSection], Verdict]] = {
-    "confidence": check_confidence,
+    "confidence": check_confidence
 }
 INSTRUCTION_CHECKS: dict[str, Callable[[InstructionTriple, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "ifeval_answer": check_ifeval_answer,
 }
-CHECKS = {"captions": CAPTION_CHECKS, "qa": QA_CHECKS, "entailment": ENTAILMENT_CHECKS,
-          "instructions": INSTRUCTION_CHECKS}
+CHECKS = {
+    "captions": CAPTION_CHECKS,
+    "qa": QA_CHECKS,
+    "entailment": ENTAILMENT_CHECKS,
+    "instructions": INSTRUCTION_CHECKS,
+}
 
 
 # --------------------------------------------------------------------------------- entailment groups
-def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequence[Caption], s: FilterSection,
-                         embed: Embedder | None) -> list[Verdict]:
+def duplicate_hypotheses(
+    hyps: Sequence[EntailmentHypothesis], captions: Sequence[Caption], s: FilterSection, embed: Embedder | None
+) -> list[Verdict]:
     """Per hypothesis: is it a duplicate of another hypothesis of its clip, of its premise, or of one of
     the clip's captions? Equal after normalisation, or cosine ≥ `duplicate_similarity` with `embed`.
     Both members of a duplicate pair are rejected: at most one of them can carry its label."""
@@ -193,7 +219,9 @@ def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequenc
     for c in captions:
         caps_by_clip[c.clip_id].append(c.text)
     verdicts: dict[int, Verdict] = {}
-    refs_of = {clip: sorted({hyps[i].premise for i in idx} | set(caps_by_clip.get(clip, []))) for clip, idx in by_clip.items()}
+    refs_of = {
+        clip: sorted({hyps[i].premise for i in idx} | set(caps_by_clip.get(clip, []))) for clip, idx in by_clip.items()
+    }
     unique = sorted({h.hypothesis for h in hyps} | {r for refs in refs_of.values() for r in refs})
     vec = dict(zip(unique, embed(unique))) if embed is not None and unique else {}  # one batch for the shard
     for clip, idx in by_clip.items():
@@ -213,7 +241,10 @@ def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequenc
                     continue
                 sim = 1.0 if norm_t[a] == norm_t[b] else float(sim_h[a, b])
                 if sim >= s.duplicate_similarity and sim > best:
-                    best, reason = sim, f"duplicates hypothesis {hyps[j].item_id} ({hyps[j].label}), similarity {sim:.2f}"
+                    best, reason = (
+                        sim,
+                        f"duplicates hypothesis {hyps[j].item_id} ({hyps[j].label}), similarity {sim:.2f}",
+                    )
             for r, ref in enumerate(refs):
                 sim = 1.0 if norm_t[a] == norm_r[r] else float(sim_r[a, r])
                 if sim >= s.duplicate_similarity and sim > best:
@@ -228,8 +259,15 @@ def duplicate_hypotheses(hyps: Sequence[EntailmentHypothesis], captions: Sequenc
 # ------------------------------------------------------------------------------------------- running
 def _row(table: str, item: Item, check: str, v: Verdict) -> QCResult:
     keep, reason, score = v
-    return QCResult(item_table=table, item_id=item.item_id, clip_id=item.clip_id, check=check, keep=keep,
-                    reason=reason, score=None if score is None else float(score))
+    return QCResult(
+        item_table=table,
+        item_id=item.item_id,
+        clip_id=item.clip_id,
+        check=check,
+        keep=keep,
+        reason=reason,
+        score=None if score is None else float(score),
+    )
 
 
 def run_item_checks(items: ItemSet, s: FilterSection, embed: Embedder | None = None) -> list[QCResult]:
@@ -239,8 +277,9 @@ def run_item_checks(items: ItemSet, s: FilterSection, embed: Embedder | None = N
         for item in rows:
             for name, check in CHECKS[table].items():
                 out.append(_row(table, item, name, check(item, s)))
-            out.append(_row(table, item, "hallucination",
-                            check_hallucination(table, item, items.context.get(item.clip_id), s)))
+            out.append(
+                _row(table, item, "hallucination", check_hallucination(table, item, items.context.get(item.clip_id), s))
+            )
     if items.entailment:
         dup = duplicate_hypotheses(items.entailment, items.captions, s, embed)
         check = "duplicate_hypothesis" if embed is not None else "duplicate_hypothesis:text-only"
@@ -250,14 +289,31 @@ def run_item_checks(items: ItemSet, s: FilterSection, embed: Embedder | None = N
 
 def rejection_rows(rejections: Iterable[Rejection]) -> list[QCResult]:
     """Generations rejected at synthesis appear as failed `schema` checks."""
-    return [QCResult(item_table=r.table, item_id=f"{r.clip_id}:{r.prompt_name}:rejected:{i}", clip_id=r.clip_id,
-                     check="schema", keep=False, reason=r.reason, score=None) for i, r in enumerate(rejections)]
+    return [
+        QCResult(
+            item_table=r.table,
+            item_id=f"{r.clip_id}:{r.prompt_name}:rejected:{i}",
+            clip_id=r.clip_id,
+            check="schema",
+            keep=False,
+            reason=r.reason,
+            score=None,
+        )
+        for i, r in enumerate(rejections)
+    ]
 
 
-def run_checks(captions: Sequence[Caption], qa: Sequence[QAPair], rejections: Sequence[Rejection],
-               s: FilterSection, *, entailment: Sequence[EntailmentHypothesis] = (),
-               instructions: Sequence[InstructionTriple] = (), context: Mapping[str, ClipContext] | None = None,
-               embed: Embedder | None = None) -> list[QCResult]:
+def run_checks(
+    captions: Sequence[Caption],
+    qa: Sequence[QAPair],
+    rejections: Sequence[Rejection],
+    s: FilterSection,
+    *,
+    entailment: Sequence[EntailmentHypothesis] = (),
+    instructions: Sequence[InstructionTriple] = (),
+    context: Mapping[str, ClipContext] | None = None,
+    embed: Embedder | None = None,
+) -> list[QCResult]:
     """All rule verdicts for a shard, plus the synthesis rejections."""
     items = ItemSet(captions, qa, entailment, instructions, context or {})
     return run_item_checks(items, s, embed) + rejection_rows(rejections)
@@ -282,8 +338,15 @@ def summary(results: Iterable[QCResult]) -> list[dict]:
     out = []
     for (table, check), row in sorted(acc.items()):
         sc = row["scores"]
-        out.append({"table": table, "check": check, "kept": row["kept"], "rejected": row["rejected"],
-                     "score_min": round(min(sc), 3) if sc else None,
-                     "score_median": round(float(np.median(sc)), 3) if sc else None,
-                     "score_max": round(max(sc), 3) if sc else None})
+        out.append(
+            {
+                "table": table,
+                "check": check,
+                "kept": row["kept"],
+                "rejected": row["rejected"],
+                "score_min": round(min(sc), 3) if sc else None,
+                "score_median": round(float(np.median(sc)), 3) if sc else None,
+                "score_max": round(max(sc), 3) if sc else None,
+            }
+        )
     return out

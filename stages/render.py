@@ -60,13 +60,23 @@ def _speaker_lines(p: Phrases, ev: ClipEvidence) -> list[str]:
     n = int(ev.num("speakers.count") or 0)
     if not n:
         return []
-    lines = [s["one_speaker"] if n == 1 else s["n_speakers"].format(n=({2: s["counts"][0], 3: s["counts"][1]}).get(n, s["several"]))]
+    lines = [
+        s["one_speaker"]
+        if n == 1
+        else s["n_speakers"].format(n=({2: s["counts"][0], 3: s["counts"][1]}).get(n, s["several"]))
+    ]
     for i, who in enumerate(ev.subjects("speaker.speech_s")[:3]):
-        words = [w for w in (_top(ev.labels("speaker.age_band", who), 0.8), _top(ev.labels("speaker.gender", who), 0.8))
-                 if w and w != "adult"]
+        words = [
+            w
+            for w in (_top(ev.labels("speaker.age_band", who), 0.8), _top(ev.labels("speaker.gender", who), 0.8))
+            if w and w != "adult"
+        ]
         mood = s["moods"].get(_top(ev.labels("speaker.emotion", who), 0.5) or "")
-        desc = ", ".join(x for x in (s["voice"].format(words=" ".join(words)) if words else "",
-                                     mood and s["tone"].format(mood=mood)) if x)
+        desc = ", ".join(
+            x
+            for x in (s["voice"].format(words=" ".join(words)) if words else "", mood and s["tone"].format(mood=mood))
+            if x
+        )
         if desc:
             lines.append(s["speaker"].format(which=s["the"] if n == 1 else s["ordinals"][i], description=desc))
     return lines
@@ -110,7 +120,9 @@ def _music_lines(p: Phrases, ev: ClipEvidence) -> list[str]:
             lines.append(m["dynamic"])
         return lines
     period, grid = ev.num("signal.grid_period_s"), ev.num("signal.grid_score") or 0
-    lines = [m["signal_beat"].format(tempo=_grade(p, 60.0 / period, "tempo")) if grid > 0.2 and period else m["no_beat"]]
+    lines = [
+        m["signal_beat"].format(tempo=_grade(p, 60.0 / period, "tempo")) if grid > 0.2 and period else m["no_beat"]
+    ]
     tonal = ev.num("signal.sustained_tonal_db")
     tonal = -99 if tonal is None else tonal
     if tonal > -15:

@@ -53,15 +53,23 @@ def version_graph(cat: Catalog, version: str) -> VersionGraph:
     return g
 
 
-def filter_inputs(clip_refs: Sequence[ShardRef], experts: Mapping[str, Sequence[ShardRef]],
-                  evidence: Sequence[ShardRef | str], items: Mapping[str, Sequence[ShardRef]]) -> list[dict]:
+def filter_inputs(
+    clip_refs: Sequence[ShardRef],
+    experts: Mapping[str, Sequence[ShardRef]],
+    evidence: Sequence[ShardRef | str],
+    items: Mapping[str, Sequence[ShardRef]],
+) -> list[dict]:
     """Per clip shard, what its qc shard reads: item shards (and their rejections), evidence, clips, asr."""
     out = []
     for i, clip in enumerate(clip_refs):
         item_keys = {t: [refs[i].key] for t, refs in items.items()}
         ev = evidence[i].key if isinstance(evidence[i], ShardRef) else evidence[i]
-        inputs: dict[str, list[str]] = {**item_keys, "rejections": sorted({k[0] for k in item_keys.values()}),
-                                        "evidence": [ev] if ev else [], "clips": [clip.key]}
+        inputs: dict[str, list[str]] = {
+            **item_keys,
+            "rejections": sorted({k[0] for k in item_keys.values()}),
+            "evidence": [ev] if ev else [],
+            "clips": [clip.key],
+        }
         for table in ("asr", "asr_check"):
             if table in experts:
                 inputs[table] = [experts[table][i].key]
@@ -69,8 +77,13 @@ def filter_inputs(clip_refs: Sequence[ShardRef], experts: Mapping[str, Sequence[
     return out
 
 
-def version_tables(g: VersionGraph, experts: Mapping[str, Sequence[ShardRef]], evidence: Sequence[str],
-                   items: Mapping[str, Sequence[ShardRef]], qc: Sequence[str]) -> dict[str, list[str]]:
+def version_tables(
+    g: VersionGraph,
+    experts: Mapping[str, Sequence[ShardRef]],
+    evidence: Sequence[str],
+    items: Mapping[str, Sequence[ShardRef]],
+    qc: Sequence[str],
+) -> dict[str, list[str]]:
     """The shard set of a re-run's version: the base version's, with the re-run stages' shards replaced."""
     tables = {t: list(keys) for t, keys in g.shards.items()}
     tables.update({name: [r.key for r in refs] for name, refs in experts.items()})

@@ -36,8 +36,12 @@ CHECK = "human_review"
 REWRITE_SUFFIX = "~rev"
 # The field a rewrite replaces, and the fields shown to the reviewer as context.
 REVIEW_FIELD = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}
-CONTEXT = {"captions": ("kind", "domain"), "qa": ("category", "question"), "entailment": ("label", "premise"),
-           "instructions": ("instruction", "rule", "rule_content")}
+CONTEXT = {
+    "captions": ("kind", "domain"),
+    "qa": ("category", "question"),
+    "entailment": ("label", "premise"),
+    "instructions": ("instruction", "rule", "rule_content"),
+}
 SHEET_COLUMNS = ("item_table", "item_id", "clip_id", "context", "text", "qc", "decision", "new_text", "reviewer")
 DECISIONS = ("accept", "reject", "rewrite")
 
@@ -69,9 +73,16 @@ def latest_decisions(decisions: Iterable[ReviewDecision]) -> dict[tuple[str, str
     return out
 
 
-def review_items(items: Mapping[str, Sequence[Record]], qc: Iterable[QCResult], decisions: Iterable[ReviewDecision],
-                 *, tables: Sequence[str] = ITEM_TABLES, scope: str = "kept", max_items: int | None = None,
-                 include_decided: bool = False) -> list[ReviewItem]:
+def review_items(
+    items: Mapping[str, Sequence[Record]],
+    qc: Iterable[QCResult],
+    decisions: Iterable[ReviewDecision],
+    *,
+    tables: Sequence[str] = ITEM_TABLES,
+    scope: str = "kept",
+    max_items: int | None = None,
+    include_decided: bool = False,
+) -> list[ReviewItem]:
     """What a review round shows: generated items (never overlay rows) of `tables`, only those every automatic
     check kept when `scope == "kept"`, undecided ones unless `include_decided`, lowest confidence first."""
     failed: dict[str, list[str]] = {}
@@ -92,8 +103,19 @@ def review_items(items: Mapping[str, Sequence[Record]], qc: Iterable[QCResult], 
                 continue
             ctx = "; ".join(f"{f}: {getattr(item, f)}" for f in CONTEXT[table] if str(getattr(item, f)) != "")
             same = d is not None and d.item_text == text
-            out.append(ReviewItem(table, iid, item.clip_id, text, ctx, " | ".join(failed.get(iid, [])),  # type: ignore[attr-defined]
-                                  item.confidence, d.decision if same else "", (d.new_text or "") if same else ""))  # type: ignore[attr-defined]
+            out.append(
+                ReviewItem(
+                    table,
+                    iid,
+                    item.clip_id,
+                    text,
+                    ctx,
+                    " | ".join(failed.get(iid, [])),  # type: ignore[attr-defined]
+                    item.confidence,
+                    d.decision if same else "",
+                    (d.new_text or "") if same else "",
+                )
+            )  # type: ignore[attr-defined]
     out.sort(key=lambda r: (r.confidence, r.item_table, r.item_id))
     return out[:max_items] if max_items else out
 
@@ -103,8 +125,20 @@ def write_sheet(items: Sequence[ReviewItem], path: Path) -> Path:
     """A review sheet: CSV (spreadsheets) or JSONL, one item per row with empty decision columns."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [{"item_table": i.item_table, "item_id": i.item_id, "clip_id": i.clip_id, "context": i.context,
-             "text": i.text, "qc": i.qc, "decision": i.decision, "new_text": i.new_text, "reviewer": ""} for i in items]
+    rows = [
+        {
+            "item_table": i.item_table,
+            "item_id": i.item_id,
+            "clip_id": i.clip_id,
+            "context": i.context,
+            "text": i.text,
+            "qc": i.qc,
+            "decision": i.decision,
+            "new_text": i.new_text,
+            "reviewer": "",
+        }
+        for i in items
+    ]
     if path.suffix == ".jsonl":
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     elif path.suffix == ".csv":
@@ -136,8 +170,14 @@ def read_sheet(path: Path) -> list[dict[str, str]]:
     raise ValueError(f"review sheet {path}: expected a .csv or .jsonl file")
 
 
-def to_decisions(rows: Sequence[Mapping[str, str | None]], items: Mapping[str, Sequence[Record]], *,
-                 reviewer: str, source: str, decided_at: str | None = None) -> tuple[list[ReviewDecision], list[str]]:
+def to_decisions(
+    rows: Sequence[Mapping[str, str | None]],
+    items: Mapping[str, Sequence[Record]],
+    *,
+    reviewer: str,
+    source: str,
+    decided_at: str | None = None,
+) -> tuple[list[ReviewDecision], list[str]]:
     """Validated decisions from filled-in rows (sheet rows or UI input) and the problems found, by row.
     Rows without a decision are skipped: a sheet may be returned half done."""
     known = {(t, x.item_id): x for t, xs in items.items() for x in xs}  # type: ignore[attr-defined]
@@ -159,10 +199,19 @@ def to_decisions(rows: Sequence[Mapping[str, str | None]], items: Mapping[str, S
         if decision == "rewrite" and new_text is None:
             errors.append(f"row {n} ({iid}): 'rewrite' needs the new text in new_text")
             continue
-        out.append(ReviewDecision(
-            item_table=table, item_id=iid, clip_id=item.clip_id, decision=decision,  # type: ignore[attr-defined]
-            new_text=new_text if decision == "rewrite" else None, item_text=getattr(item, REVIEW_FIELD[table]),
-            reviewer=(row.get("reviewer") or "").strip() or reviewer, decided_at=when, source=source))  # type: ignore[arg-type]
+        out.append(
+            ReviewDecision(
+                item_table=table,
+                item_id=iid,
+                clip_id=item.clip_id,
+                decision=decision,  # type: ignore[attr-defined]
+                new_text=new_text if decision == "rewrite" else None,
+                item_text=getattr(item, REVIEW_FIELD[table]),
+                reviewer=(row.get("reviewer") or "").strip() or reviewer,
+                decided_at=when,
+                source=source,
+            )
+        )  # type: ignore[arg-type]
     return out, errors
 
 
@@ -213,20 +262,31 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
             continue
         rid = iid + REWRITE_SUFFIX
         qc.append(_qc(table, iid, d.clip_id, False, f"rewritten by {who} as {rid}"))
-        row = item.model_copy(update={field: d.new_text, "item_id": rid, "model": f"human:{d.reviewer}",
-                                      "confidence": 1.0})
+        row = item.model_copy(
+            update={field: d.new_text, "item_id": rid, "model": f"human:{d.reviewer}", "confidence": 1.0}
+        )
         new[table].append(row)
         qc.append(_qc(table, rid, d.clip_id, True, f"written by {who} in place of {iid}"))
         if table == "instructions":  # a person's answer must still satisfy the rule it is scored with
             keep, reason, score = check_ifeval_answer(row, FilterSection())  # type: ignore[arg-type]
-            qc.append(QCResult(item_table=table, item_id=rid, clip_id=d.clip_id, check="ifeval_answer",
-                               keep=keep, reason=reason, score=score))
+            qc.append(
+                QCResult(
+                    item_table=table,
+                    item_id=rid,
+                    clip_id=d.clip_id,
+                    check="ifeval_answer",
+                    keep=keep,
+                    reason=reason,
+                    score=score,
+                )
+            )
     return Overlay(qc, new, counts)
 
 
 def _qc(table: str, iid: str, clip: str, keep: bool, reason: str) -> QCResult:
-    return QCResult(item_table=table, item_id=iid, clip_id=clip, check=CHECK, keep=keep, reason=reason,
-                    score=1.0 if keep else 0.0)
+    return QCResult(
+        item_table=table, item_id=iid, clip_id=clip, check=CHECK, keep=keep, reason=reason, score=1.0 if keep else 0.0
+    )
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -242,10 +302,18 @@ def stored_decisions(cat: Catalog) -> list[ReviewDecision]:
     return from_table(ReviewDecision, cat.read("reviews", cat.keys_where(table="reviews")))
 
 
-def export_sheet(cat: Catalog, version: str, out: Path, *, tables: Sequence[str], scope: str, max_items: int,
-                 include_decided: bool) -> tuple[list[ReviewItem], Path]:
+def export_sheet(
+    cat: Catalog, version: str, out: Path, *, tables: Sequence[str], scope: str, max_items: int, include_decided: bool
+) -> tuple[list[ReviewItem], Path]:
     """Write the review sheet of `version` (items in scope, lowest LLM confidence first)."""
     items, qc = version_items(cat, cat.version_shards(version))
-    todo = review_items(items, qc, stored_decisions(cat), tables=tables, scope=scope, max_items=max_items,
-                        include_decided=include_decided)
+    todo = review_items(
+        items,
+        qc,
+        stored_decisions(cat),
+        tables=tables,
+        scope=scope,
+        max_items=max_items,
+        include_decided=include_decided,
+    )
     return todo, write_sheet(todo, out)

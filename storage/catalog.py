@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS versions (
 CREATE TABLE IF NOT EXISTS version_shards (version VARCHAR, key VARCHAR, table_name VARCHAR);
 """
 
+
 @dataclass(frozen=True)
 class ShardRef:
     """What a stage task returns: the key of a shard and the tables it wrote under that key."""
@@ -111,8 +112,7 @@ class Catalog:
     def has_shard(self, key: str, tables: Sequence[str]) -> bool:
         """True when every table of the shard is registered and its file is still on disk."""
         rows = self.query(
-            "SELECT table_name, path FROM shards WHERE key = ? AND list_contains(?, table_name)",
-            [key, list(tables)],
+            "SELECT table_name, path FROM shards WHERE key = ? AND list_contains(?, table_name)", [key, list(tables)]
         )
         found = {t: p for t, p in rows}
         return all(t in found and (self.root / found[t]).exists() for t in tables)
@@ -124,9 +124,7 @@ class Catalog:
         )
         return int(rows[0][0])
 
-    def write_shard(
-        self, key: str, tables: Mapping[str, pa.Table], meta: ShardMeta, run_id: str | None
-    ) -> ShardRef:
+    def write_shard(self, key: str, tables: Mapping[str, pa.Table], meta: ShardMeta, run_id: str | None) -> ShardRef:
         """Write every table's file atomically, then register them all in one transaction."""
         files: dict[str, ShardFile] = {}
         for name, table in tables.items():
@@ -141,9 +139,20 @@ class Catalog:
                 con.execute(
                     "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
-                        key, name, meta.stage, meta.stage_version, list(meta.inputs), meta.prompt_sha,
-                        meta.model, json.dumps(dict(meta.config or {}), sort_keys=True, default=str),
-                        str(f.path.relative_to(self.root)), f.rows, f.bytes, f.sha256, run_id, _now(),
+                        key,
+                        name,
+                        meta.stage,
+                        meta.stage_version,
+                        list(meta.inputs),
+                        meta.prompt_sha,
+                        meta.model,
+                        json.dumps(dict(meta.config or {}), sort_keys=True, default=str),
+                        str(f.path.relative_to(self.root)),
+                        f.rows,
+                        f.bytes,
+                        f.sha256,
+                        run_id,
+                        _now(),
                     ],
                 )
             con.execute("COMMIT")
@@ -161,14 +170,18 @@ class Catalog:
         """shard key → the input identities it was computed from (its catalog lineage)."""
         if not keys:
             return {}
-        rows = self.query("SELECT key, inputs FROM shards WHERE table_name = ? AND list_contains(?, key)",
-                          [table, list(keys)])
+        rows = self.query(
+            "SELECT key, inputs FROM shards WHERE table_name = ? AND list_contains(?, key)", [table, list(keys)]
+        )
         return {k: list(inputs) for k, inputs in rows}
 
     def keys_where(self, *, stage: str | None = None, table: str | None = None) -> list[str]:
         """Every registered shard key of a stage and/or table, sorted."""
-        rows = self.query("SELECT DISTINCT key FROM shards WHERE (? IS NULL OR stage = ?) "
-                          "AND (? IS NULL OR table_name = ?) ORDER BY key", [stage, stage, table, table])
+        rows = self.query(
+            "SELECT DISTINCT key FROM shards WHERE (? IS NULL OR stage = ?) "
+            "AND (? IS NULL OR table_name = ?) ORDER BY key",
+            [stage, stage, table, table],
+        )
         return [k for (k,) in rows]
 
     # ------------------------------------------------------------------------------------------ runs
@@ -206,7 +219,10 @@ class Catalog:
         return out
 
     def publish(
-        self, shards: Mapping[str, Sequence[str]], run_id: str | None, note: str = "",
+        self,
+        shards: Mapping[str, Sequence[str]],
+        run_id: str | None,
+        note: str = "",
         stats: Mapping[str, Any] | None = None,
     ) -> tuple[str, bool]:
         """Record an immutable version = a set of shards. Returns (version, created); an identical set
@@ -258,10 +274,7 @@ class Catalog:
                 con.execute(f"CREATE SCHEMA IF NOT EXISTS {version}")
                 for table in TABLES:
                     con.execute(
-                        f"CREATE OR REPLACE VIEW {version}.{table} AS "
-                        + self._view_sql(table, by_table.get(table, []))
+                        f"CREATE OR REPLACE VIEW {version}.{table} AS " + self._view_sql(table, by_table.get(table, []))
                     )
                     if version == versions[-1]:
-                        con.execute(
-                            f"CREATE OR REPLACE VIEW main.{table} AS SELECT * FROM {version}.{table}"
-                        )
+                        con.execute(f"CREATE OR REPLACE VIEW main.{table} AS SELECT * FROM {version}.{table}")

@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from earmark.schemas import TABLES
 from earmark.storage.catalog import Catalog
 
-_IDENTITY = {"qc": "item_table || '/' || item_id || '/' || \"check\"", "quarantine": "source_path",
-             "rejections": "md5(CAST(t AS VARCHAR))", "scores": None}
+_IDENTITY = {
+    "qc": "item_table || '/' || item_id || '/' || \"check\"",
+    "quarantine": "source_path",
+    "rejections": "md5(CAST(t AS VARCHAR))",
+    "scores": None,
+}
 
 
 def _identity(table: str) -> str | None:
@@ -37,8 +41,12 @@ class TableDiff:
 
 
 def version_diff(cat: Catalog, old: str, new: str) -> list[TableDiff]:
-    views = {(s, t) for s, t in cat.query("SELECT table_schema, table_name FROM information_schema.tables "
-                                          "WHERE table_schema IN (?, ?)", [old, new])}
+    views = {
+        (s, t)
+        for s, t in cat.query(
+            "SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema IN (?, ?)", [old, new]
+        )
+    }
     out = []
     for table in TABLES:
         ident = _identity(table)
@@ -67,8 +75,11 @@ def diff_markdown(old: str, new: str, diffs: list[TableDiff], dataset: str = "")
     if old == new:
         return "\n".join(lines + ["Nothing changed: the re-run published no new version.", ""])
     lines += ["| table | added | changed | removed | unchanged |", "|---|---|---|---|---|"]
-    lines += [f"| {d.table} | {d.added} | {d.changed} | {d.removed} | {d.unchanged} |" for d in diffs
-              if d.touched or d.unchanged]
+    lines += [
+        f"| {d.table} | {d.added} | {d.changed} | {d.removed} | {d.unchanged} |"
+        for d in diffs
+        if d.touched or d.unchanged
+    ]
     untouched = [d.table for d in diffs if not d.touched and d.unchanged]
     lines += ["", f"Tables without any change: {', '.join(untouched) or 'none'}.", ""]
     return "\n".join(lines)

@@ -47,7 +47,14 @@ def test_closest_reference_ties():
 
 def test_tokenisation_lowercases_and_strips_punctuation():
     assert coco_tokenize("A dog's high-pitched bark, then... SILENCE!") == [
-        "a", "dog", "'s", "high-pitched", "bark", "then", "silence"]
+        "a",
+        "dog",
+        "'s",
+        "high-pitched",
+        "bark",
+        "then",
+        "silence",
+    ]
     assert bleu(["The dog, barking!"], [["the dog barking"]])["Bleu_3"] == pytest.approx(1.0)
     # MECAT's own tokenizer is lower().split(): punctuation stays attached
     raw = bleu(["the dog, barking!"], [["the dog barking"]], tokenize=str.split)

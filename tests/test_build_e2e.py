@@ -30,8 +30,16 @@ def built(tmp_path_factory, prefect_harness):
     kept = [i for i in items if i.domain in KEEP_DOMAINS or i.domain is None]
     for item in kept:
         shutil.copy(item.path, inputs / item.path.name)
-    cfg = load_config(None, {"data_root": str(root / "data"), "dataset": "e2e", "inputs": [str(inputs)],
-                             "llm.model": "smollm2-135m-instruct", "ingest.files_per_shard": 4})
+    cfg = load_config(
+        None,
+        {
+            "data_root": str(root / "data"),
+            "dataset": "e2e",
+            "inputs": [str(inputs)],
+            "llm.model": "smollm2-135m-instruct",
+            "ingest.files_per_shard": 4,
+        },
+    )
     first = run_build(cfg)
     second = run_build(cfg)
     return cfg, first, second, kept
@@ -55,15 +63,20 @@ def test_catalog_answers_the_benchmark_questions(built):
                (SELECT count(*) FROM captions c WHERE c.clip_id = d.clip_id AND c.kind = k.kind) AS refs
         FROM domain d, (SELECT unnest(['short','long','speech','music','sound','environment']) AS kind) k
     """).fetchall()
-    rejected = {(r[0], r[1]) for r in con.execute(
-        "SELECT clip_id, replace(prompt_name, 'caption_', '') FROM rejections WHERE \"table\" = 'captions'").fetchall()}
+    rejected = {
+        (r[0], r[1])
+        for r in con.execute(
+            "SELECT clip_id, replace(prompt_name, 'caption_', '') FROM rejections WHERE \"table\" = 'captions'"
+        ).fetchall()
+    }
     for clip_id, kind, refs in kinds:
         assert refs == 3 or (clip_id, kind) in rejected, (clip_id, kind, refs)
     produced = con.execute("SELECT count(*) FROM captions WHERE model = 'smollm2-135m-instruct'").fetchone()[0]
     assert produced > 0, "the real LLM produced no caption at all"
     # content captions for absent content are stated as absent
-    absent = con.execute("SELECT count(*) FROM captions c JOIN domain d USING (clip_id) "
-                         "WHERE c.kind = 'speech' AND d.domain[1] = '0'").fetchone()[0]
+    absent = con.execute(
+        "SELECT count(*) FROM captions c JOIN domain d USING (clip_id) WHERE c.kind = 'speech' AND d.domain[1] = '0'"
+    ).fetchone()[0]
     assert absent == 3 * sum(1 for d, n in per_domain.items() for _ in range(n) if d[0] == "0")
     # QA: 5 per clip or a rejection
     qa = dict(con.execute("SELECT clip_id, count(*) FROM qa GROUP BY 1").fetchall())
@@ -104,9 +117,12 @@ def test_mecat_export_and_evaluation(built, tmp_path):
     assert "domain" in entry and any(k in entry for k in ("short", "long", "environment"))
     # predictions: the first reference of each clip (good) vs an unrelated sentence (bad)
     con = _con(cfg)
-    refs = dict(con.execute(
-        "SELECT clip_id, first(text ORDER BY ref_index) FROM captions WHERE kind = 'environment' AND item_id IN "
-        "(SELECT item_id FROM qc GROUP BY 1 HAVING bool_and(keep)) GROUP BY 1").fetchall())
+    refs = dict(
+        con.execute(
+            "SELECT clip_id, first(text ORDER BY ref_index) FROM captions WHERE kind = 'environment' AND item_id IN "
+            "(SELECT item_id FROM qc GROUP BY 1 HAVING bool_and(keep)) GROUP BY 1"
+        ).fetchall()
+    )
     assert refs, "no kept environment caption to evaluate against"
     con.close()  # DuckDB refuses a read-write connection in a process that holds a read-only one
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
@@ -115,9 +131,11 @@ def test_mecat_export_and_evaluation(built, tmp_path):
     g = evaluate_flow(cfg, good, "environment", "good-model")
     b = evaluate_flow(cfg, bad, "environment", "bad-model")
     con = _con(cfg)
-    means = dict(con.execute(
-        f"SELECT model_name, avg(value) FROM read_parquet('{Path(cfg.data_root) / cfg.dataset}/scores/*.parquet') GROUP BY 1"
-    ).fetchall())
+    means = dict(
+        con.execute(
+            f"SELECT model_name, avg(value) FROM read_parquet('{Path(cfg.data_root) / cfg.dataset}/scores/*.parquet') GROUP BY 1"
+        ).fetchall()
+    )
     assert means["good-model"] > means["bad-model"] + 0.2
     assert "environment" in g["markdown"] and b["eval_id"] != g["eval_id"]
     con.close()

@@ -22,7 +22,9 @@ from earmark.metrics.date import GROUP_DELTA, date_scores  # noqa: E402
 from earmark.metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
 
 TOL = 1e-4
-LONG_CANDIDATE = " ".join(["a dense electronic track with layered synthesizers, a steady kick drum and echoing vocals"] * 30)
+LONG_CANDIDATE = " ".join(
+    ["a dense electronic track with layered synthesizers, a steady kick drum and echoing vocals"] * 30
+)
 
 
 class RepetitionChecker(torch.nn.Module):
@@ -33,9 +35,11 @@ class RepetitionChecker(torch.nn.Module):
 
     def forward(self, sentences, batch_size: int = 32):
         sentences = [sentences] if isinstance(sentences, str) else sentences
+
         def bad(s: str) -> bool:
             words = s.lower().split()
             return any(a == b for a, b in zip(words, words[1:]))
+
         return torch.tensor([0.1 if bad(s) else 1.0 for s in sentences])
 
 
@@ -110,14 +114,13 @@ def _uneven_case(n: int) -> tuple[list[str], list[list[str]]]:
     """content_long with 1–5 references per sample (earmark versions can lose references to QC)."""
     cands, refs = _caption_case("long", "short", ("000", "S00", "0M0", "SMA"), n)
     pool = [r for rs in refs for r in rs]
-    uneven = [(rs + pool[i * 3:i * 3 + 2])[: 1 + i % 5] for i, rs in enumerate(refs)]
+    uneven = [(rs + pool[i * 3 : i * 3 + 2])[: 1 + i % 5] for i, rs in enumerate(refs)]
     assert {len(r) for r in uneven} == {1, 2, 3, 4, 5}
     return cands, uneven
 
 
 CASES = {
     "content_long": lambda: _caption_case("long", "short", ("000", "S00", "0M0", "SMA"), 48),
-
     "mixed_music": lambda: _caption_case("music", "long", ("SM0", "0MA", "SMA"), 45),
     "direct_perception": lambda: _qa_case("direct_perception", 40),
 }
@@ -147,9 +150,17 @@ def test_group_delta_matches_official_lookup(official):
     # the lookup block of DATE.forward, evaluated with delta=None for each group name
     source = inspect.getsource(upstream.DATE.forward)
     assert "list(subtask_delta_dict.values())[0]" in source and '"all" in subtask_delta_dict' in source
-    mapping = {"content_long": "long", "content_short": "short", "pure_speech": "speech", "mixed_speech": "speech",
-               "pure_music": "music", "mixed_music": "music", "pure_sound": "sound", "mixed_sound": "sound",
-               "environment": "environment"}
+    mapping = {
+        "content_long": "long",
+        "content_short": "short",
+        "pure_speech": "speech",
+        "mixed_speech": "speech",
+        "pure_music": "music",
+        "mixed_music": "music",
+        "pure_sound": "sound",
+        "mixed_sound": "sound",
+        "environment": "environment",
+    }
     for group, delta in GROUP_DELTA.items():
         table = official.subset_data_delta.get(mapping.get(group, "long"), {"all": 0.2})
         expected = table["all"] if "all" in table else list(table.values())[0]
@@ -162,8 +173,11 @@ def test_group_delta_matches_official_lookup(official):
 def test_official_reports_the_resolved_delta(official):
     cands, refs = ["a piano melody", "a man speaks"], [["soft piano music"] * 3, ["a man is talking"] * 3]
     keys = ["a", "b"]
-    out, _ = official(ref_data={k: {"music": r} for k, r in zip(keys, refs)},
-                      val_data={k: {"music": [c]} for k, c in zip(keys, cands)}, group_name="mixed_music")
+    out, _ = official(
+        ref_data={k: {"music": r} for k, r in zip(keys, refs)},
+        val_data={k: {"music": [c]} for k, c in zip(keys, cands)},
+        group_name="mixed_music",
+    )
     assert out["delta"] == pytest.approx(GROUP_DELTA["mixed_music"] / 2)
 
 

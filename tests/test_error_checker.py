@@ -14,10 +14,19 @@ import torch
 from earmark.metrics.error_checker import FenseErrorChecker, load_error_checker
 
 WORDS = "a dog barks loudly while rain falls on the roof and music plays softly in background man speaks".split()
-SENTENCES = [
-    "A dog barks loudly.", "rain falls on the roof", "music music plays plays", "a man speaks while music plays",
-    "the the the", "", "Rain, falls; softly!", "a dog " * 40 + "barks",  # > 64 tokens: mecat's 64 vs 256 quirk
-] + [" ".join(WORDS[i:i + 5]) for i in range(0, 14)]
+SENTENCES = (
+    [
+        "A dog barks loudly.",
+        "rain falls on the roof",
+        "music music plays plays",
+        "a man speaks while music plays",
+        "the the the",
+        "",
+        "Rain, falls; softly!",
+        "a dog " * 40 + "barks",  # > 64 tokens: mecat's 64 vs 256 quirk
+    ]
+    + [" ".join(WORDS[i : i + 5]) for i in range(0, 14)]
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +40,16 @@ def checkpoint(tmp_path_factory):
     (enc / "vocab.txt").write_text("\n".join(vocab) + "\n")
     BertTokenizerFast(vocab_file=str(enc / "vocab.txt"), do_lower_case=True).save_pretrained(enc)
     torch.manual_seed(0)
-    BertModel(BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=300)).save_pretrained(enc)
+    BertModel(
+        BertConfig(
+            vocab_size=len(vocab),
+            hidden_size=32,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=300,
+        )
+    ).save_pretrained(enc)
     from mecat.DATE import BERTFlatClassifier
 
     clf = BERTFlatClassifier(model_type=str(enc), num_classes=5).eval()

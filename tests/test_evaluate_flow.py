@@ -95,8 +95,9 @@ class _Handler(BaseHTTPRequestHandler):
             answer = f"A {pitch.upper()} TONE."
         else:
             answer = f"A steady {pitch} tone."
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": answer},
-                                        "finish_reason": "stop"}]}).encode()
+        data = json.dumps(
+            {"choices": [{"message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}]}
+        ).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -118,30 +119,86 @@ def dataset(tmp_path_factory, prefect_harness):
     root = tmp_path_factory.mktemp("evalflow")
     cfg = load_config(None, {"data_root": str(root / "data"), "dataset": "ev", "llm.model": "smollm2-135m-instruct"})
     cat = Catalog(cfg.data_root, cfg.dataset)
-    clips = [Clip(clip_id=c, source_path=f"{c}.wav", source_sha256=c, source_format="wav", clip_index=0, offset_s=0,
-                  duration_s=2.0, sample_rate=SR, audio_flac=_tone(f)) for c, f in PITCH.items()]
+    clips = [
+        Clip(
+            clip_id=c,
+            source_path=f"{c}.wav",
+            source_sha256=c,
+            source_format="wav",
+            clip_index=0,
+            offset_s=0,
+            duration_s=2.0,
+            sample_rate=SR,
+            audio_flac=_tone(f),
+        )
+        for c, f in PITCH.items()
+    ]
     captions, qa, ent, ins = [], [], [], []
     for c in PITCH:
         pitch = "high-pitched" if c == "clip_high" else "low-pitched"
         for kind in ("short", "long"):
             for i in range(3):
-                captions.append(Caption(**_lineage(c), item_id=f"{c}:{kind}:{i}", kind=kind, ref_index=i,
-                                        text=f"A steady {pitch} tone{'' if i == 0 else ' plays'}{'.' * (i + 1)}"))
-        qa.append(QAPair(**_lineage(c), item_id=f"{c}:qa:0", qa_index=0, category="direct_perception",
-                         difficulty="basic", question="What do you hear?", answer=f"A steady {pitch} tone."))
+                captions.append(
+                    Caption(
+                        **_lineage(c),
+                        item_id=f"{c}:{kind}:{i}",
+                        kind=kind,
+                        ref_index=i,
+                        text=f"A steady {pitch} tone{'' if i == 0 else ' plays'}{'.' * (i + 1)}",
+                    )
+                )
+        qa.append(
+            QAPair(
+                **_lineage(c),
+                item_id=f"{c}:qa:0",
+                qa_index=0,
+                category="direct_perception",
+                difficulty="basic",
+                question="What do you hear?",
+                answer=f"A steady {pitch} tone.",
+            )
+        )
     for n, (c, label, hyp) in enumerate(HYPOTHESES):
-        ent.append(EntailmentHypothesis(**_lineage(c), item_id=f"{c}:ent:{n}", premise_kind="long",
-                                        premise="A steady tone.", label=label, hypothesis=hyp))
+        ent.append(
+            EntailmentHypothesis(
+                **_lineage(c),
+                item_id=f"{c}:ent:{n}",
+                premise_kind="long",
+                premise="A steady tone.",
+                label=label,
+                hypothesis=hyp,
+            )
+        )
     for n, (c, dim, instr, ans, rule, content) in enumerate(INSTRUCTIONS):
-        ins.append(InstructionTriple(**_lineage(c), item_id=f"{c}:if:{n}", dimension=dim, instruction=instr,
-                                     answer=ans, rule=rule, rule_content=content))
-    items = [("captions", x) for x in captions] + [("qa", x) for x in qa] + [("entailment", x) for x in ent] + \
-        [("instructions", x) for x in ins]
-    qc = [QCResult(item_table=t, item_id=x.item_id, clip_id=x.clip_id, check="hand", keep=True, reason=None,
-                   score=None) for t, x in items]
-    tables = {"clips": to_table(Clip, clips), "captions": to_table(Caption, captions), "qa": to_table(QAPair, qa),
-              "entailment": to_table(EntailmentHypothesis, ent), "instructions": to_table(InstructionTriple, ins),
-              "qc": to_table(QCResult, qc)}
+        ins.append(
+            InstructionTriple(
+                **_lineage(c),
+                item_id=f"{c}:if:{n}",
+                dimension=dim,
+                instruction=instr,
+                answer=ans,
+                rule=rule,
+                rule_content=content,
+            )
+        )
+    items = (
+        [("captions", x) for x in captions]
+        + [("qa", x) for x in qa]
+        + [("entailment", x) for x in ent]
+        + [("instructions", x) for x in ins]
+    )
+    qc = [
+        QCResult(item_table=t, item_id=x.item_id, clip_id=x.clip_id, check="hand", keep=True, reason=None, score=None)
+        for t, x in items
+    ]
+    tables = {
+        "clips": to_table(Clip, clips),
+        "captions": to_table(Caption, captions),
+        "qa": to_table(QAPair, qa),
+        "entailment": to_table(EntailmentHypothesis, ent),
+        "instructions": to_table(InstructionTriple, ins),
+        "qc": to_table(QCResult, qc),
+    }
     cat.write_shard("handbuilt", tables, ShardMeta(stage="test", stage_version="1", inputs=[]), None)
     publish_flow(cfg, {t: ["handbuilt"] for t in tables})
     return cfg
@@ -150,12 +207,14 @@ def dataset(tmp_path_factory, prefect_harness):
 def _scores(cfg, eval_key: str) -> list[tuple]:
     path = Path(cfg.data_root) / cfg.dataset / "scores" / f"{eval_key}.parquet"
     import duckdb
+
     return duckdb.sql(f"SELECT subtask, metric, value, item_id, note FROM read_parquet('{path}')").fetchall()
 
 
 def test_ask_the_model_and_score_every_task(dataset, toy_model):
-    out = evaluate_flow(dataset, endpoint=toy_model.base_url, model_id="toy", model_name="toy", metric="date",
-                        judge="off")
+    out = evaluate_flow(
+        dataset, endpoint=toy_model.base_url, model_id="toy", model_name="toy", metric="date", judge="off"
+    )
     asked = toy_model.requests
     # 2 clips × 2 caption kinds + 2 QA + 6 hypotheses + 3 instructions
     assert asked == 4 + 2 + 6 + 3
@@ -174,8 +233,9 @@ def test_ask_the_model_and_score_every_task(dataset, toy_model):
     wrong = [r for r in rows if r[0] == "entailment" and r[2] == 0.0]
     assert len(wrong) == 1 and "indoors" not in wrong[0][3] and "pred=entailment gold=neutral by=rule" == wrong[0][4]
 
-    again = evaluate_flow(dataset, endpoint=toy_model.base_url, model_id="toy", model_name="toy", metric="date",
-                          judge="off")
+    again = evaluate_flow(
+        dataset, endpoint=toy_model.base_url, model_id="toy", model_name="toy", metric="date", judge="off"
+    )
     assert toy_model.requests == asked  # answers came from the runner cache
     assert again["eval_keys"] == out["eval_keys"] and again["scores"]["entailment"]["ACC"] == ent["ACC"]
 

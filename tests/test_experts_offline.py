@@ -32,8 +32,9 @@ GAP = np.zeros(SR // 2, np.float32)
 
 def _say(tmp: Path, text: str, voice: tuple[str, int]) -> np.ndarray:
     wav = tmp / "say.wav"
-    subprocess.run(["espeak-ng", "-v", voice[0], "-p", str(voice[1]), "-w", str(wav), text], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["espeak-ng", "-v", voice[0], "-p", str(voice[1]), "-w", str(wav), text], check=True, capture_output=True
+    )
     audio, sr = sf.read(wav, dtype="float32")
     return soxr.resample(audio, sr, SR).astype(np.float32)
 
@@ -53,9 +54,18 @@ def _clicks(bpm: float, seconds: float, seed: int = 1) -> np.ndarray:
 
 
 def _domain(clip_id: str, code: str) -> DomainDecision:
-    return DomainDecision(clip_id=clip_id, expert="domain", backend="test", expert_version="1", domain=code,
-                          speech_prob=float(code[0] == "S"), music_prob=float(code[1] == "M"),
-                          sound_prob=float(code[2] == "A"), silent=code == "000", features=[])
+    return DomainDecision(
+        clip_id=clip_id,
+        expert="domain",
+        backend="test",
+        expert_version="1",
+        domain=code,
+        speech_prob=float(code[0] == "S"),
+        music_prob=float(code[1] == "M"),
+        sound_prob=float(code[2] == "A"),
+        silent=code == "000",
+        features=[],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +78,13 @@ def speech(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ClipAudio]:
     one = np.concatenate([m1, GAP, m2])
     pad = np.zeros(SR, np.float32)
     fox = np.concatenate([pad, _say(tmp, "the quick brown fox jumps over the lazy dog", MALE), pad])
-    audio = {"two": two, "one": one, "fox": fox, "tone": _chord([57, 60, 64], 3.0) * 0.3,
-             "zeros": np.zeros(2 * SR, np.float32)}
+    audio = {
+        "two": two,
+        "one": one,
+        "fox": fox,
+        "tone": _chord([57, 60, 64], 3.0) * 0.3,
+        "zeros": np.zeros(2 * SR, np.float32),
+    }
     return {k: ClipAudio(k, v) for k, v in audio.items()}
 
 
@@ -97,7 +112,9 @@ def test_diarization_finds_two_voices_and_when_they_speak(diarized, speech) -> N
 
 
 def test_speaker_attributes_read_pitch_and_never_guess_accent(diarized, speech) -> None:
-    rows = {r.clip_id: r for r in PitchSpeakerAttributesExpert().analyze(list(speech.values()), {"diarization": diarized})}
+    rows = {
+        r.clip_id: r for r in PitchSpeakerAttributesExpert().analyze(list(speech.values()), {"diarization": diarized})
+    }
     by_spk = {p.speaker: p for p in rows["two"].speakers}
     male, female = by_spk["S1"], by_spk["S2"]
     assert male.gender[0].label == "male" and male.gender[0].prob > 0.9 and male.pitch_median_hz < 140
@@ -121,26 +138,51 @@ def test_arousal_follows_pitch_and_level_spread() -> None:
 
 # ------------------------------------------------------------------------------------------ asr_check
 def _transcript(text: str, words: list[tuple[str, float, float, float]], avg_logprob: float = -0.3) -> Transcript:
-    return Transcript(clip_id="c", expert="asr", backend="t", expert_version="1", text=text, language="en",
-                      language_prob=1.0, words=[Word(word=w, start_s=s, end_s=e, prob=p) for w, s, e, p in words],
-                      avg_logprob=avg_logprob, no_speech_prob=0.1, vad_speech_s=2.0, skipped_reason=None)
+    return Transcript(
+        clip_id="c",
+        expert="asr",
+        backend="t",
+        expert_version="1",
+        text=text,
+        language="en",
+        language_prob=1.0,
+        words=[Word(word=w, start_s=s, end_s=e, prob=p) for w, s, e, p in words],
+        avg_logprob=avg_logprob,
+        no_speech_prob=0.1,
+        vad_speech_s=2.0,
+        skipped_reason=None,
+    )
 
 
 def test_hallucination_flags() -> None:
-    speech = SpeechActivity(clip_id="c", expert="vad", backend="t", expert_version="1",
-                            segments=[TimeSpan(start_s=1.0, end_s=3.0)], speech_s=2.0, speech_ratio=0.4, max_prob=0.9)
+    speech = SpeechActivity(
+        clip_id="c",
+        expert="vad",
+        backend="t",
+        expert_version="1",
+        segments=[TimeSpan(start_s=1.0, end_s=3.0)],
+        speech_s=2.0,
+        speech_ratio=0.4,
+        max_prob=0.9,
+    )
     silence = speech.model_copy(update={"segments": [], "speech_s": 0.0})
-    outro = _transcript("Thank you for watching!", [("Thank", 5.0, 5.2, 0.6), ("you", 5.2, 5.3, 0.7),
-                                                      ("for", 5.3, 5.4, 0.7), ("watching!", 5.4, 5.8, 0.6)])
+    outro = _transcript(
+        "Thank you for watching!",
+        [("Thank", 5.0, 5.2, 0.6), ("you", 5.2, 5.3, 0.7), ("for", 5.3, 5.4, 0.7), ("watching!", 5.4, 5.8, 0.6)],
+    )
     flags, score = flags_for(outro, silence)
     assert {"known_phrase", "no_vad_support"} <= set(flags) and score > 0.9
-    loop = _transcript("I'm going to go. I'm going to go. I'm going to go.",
-                       [(w, 1.0 + 0.1 * i, 1.1 + 0.1 * i, 0.9) for i, w in enumerate("I'm going to go".split() * 3)])
+    loop = _transcript(
+        "I'm going to go. I'm going to go. I'm going to go.",
+        [(w, 1.0 + 0.1 * i, 1.1 + 0.1 * i, 0.9) for i, w in enumerate("I'm going to go".split() * 3)],
+    )
     assert flags_for(loop, speech)[0] == ["repetition"]
     lone = _transcript("you", [("you", 1.5, 1.7, 0.2)], avg_logprob=-1.4)
     assert set(flags_for(lone, speech)[0]) == {"known_phrase", "low_confidence"}
-    good = _transcript("The train leaves at four.", [(w, 1.1 + 0.3 * i, 1.3 + 0.3 * i, 0.95)
-                                                     for i, w in enumerate("The train leaves at four.".split())])
+    good = _transcript(
+        "The train leaves at four.",
+        [(w, 1.1 + 0.3 * i, 1.3 + 0.3 * i, 0.95) for i, w in enumerate("The train leaves at four.".split())],
+    )
     assert flags_for(good, speech) == ([], 0.0)
 
 
@@ -192,8 +234,12 @@ def test_snr_bandwidth_and_plcmos(speech, vad) -> None:
     noise = rng.standard_normal(fox.size) * np.sqrt(np.mean(fox[mask] ** 2) / 10)  # 10 dB SNR
     white = (0.1 * rng.standard_normal(4 * SR)).astype(np.float32)
     phone = soxr.resample(soxr.resample(white, SR, 8000), 8000, SR).astype(np.float32)
-    clips = [ClipAudio("noisy", (fox + noise).astype(np.float32)), ClipAudio("white", white),
-             ClipAudio("phone", phone), speech["zeros"]]
+    clips = [
+        ClipAudio("noisy", (fox + noise).astype(np.float32)),
+        ClipAudio("white", white),
+        ClipAudio("phone", phone),
+        speech["zeros"],
+    ]
     ctx = {r.clip_id: r for r in SileroVADExpert().analyze(clips, {})}
     noisy, w, p, z = RoomAcousticsExpert().analyze(clips, {"vad": ctx})
     assert noisy.snr_db == pytest.approx(10.0, abs=2.0)
@@ -205,10 +251,13 @@ def test_snr_bandwidth_and_plcmos(speech, vad) -> None:
 
 # ---------------------------------------------------------------------------------------------- music
 def test_music_tempo_key_and_hpss() -> None:
-    clips = [ClipAudio("am100", 0.3 * _clicks(100, 8.0) + 0.15 * _chord([57, 60, 64], 8.0)),
-             ClipAudio("c128", 0.3 * _clicks(128, 8.0) + 0.15 * _chord([60, 64, 67], 8.0)),
-             ClipAudio("chord", 0.2 * _chord([52, 55, 59], 4.0)), ClipAudio("clicks", 0.3 * _clicks(90, 4.0)),
-             ClipAudio("talk", np.zeros(SR, np.float32))]
+    clips = [
+        ClipAudio("am100", 0.3 * _clicks(100, 8.0) + 0.15 * _chord([57, 60, 64], 8.0)),
+        ClipAudio("c128", 0.3 * _clicks(128, 8.0) + 0.15 * _chord([60, 64, 67], 8.0)),
+        ClipAudio("chord", 0.2 * _chord([52, 55, 59], 4.0)),
+        ClipAudio("clicks", 0.3 * _clicks(90, 4.0)),
+        ClipAudio("talk", np.zeros(SR, np.float32)),
+    ]
     dom = {c.clip_id: _domain(c.clip_id, "S00" if c.clip_id == "talk" else "0M0") for c in clips}
     sep = {r.clip_id: r for r in HPSSSeparationExpert().analyze(clips, {"domain": dom})}
     rows = {r.clip_id: r for r in LibrosaMusicExpert().analyze(clips, {"domain": dom, "separation": sep})}
@@ -267,20 +316,48 @@ def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diari
 
     clip = speech["two"]
     records = {  # (a table with no row for a clip is absent from the mapping)
-        "domain": _domain("two", "S00"), "vad": vad["two"], "diarization": diarized["two"],
+        "domain": _domain("two", "S00"),
+        "vad": vad["two"],
+        "diarization": diarized["two"],
         "speakers": PitchSpeakerAttributesExpert().analyze([clip], {"diarization": diarized})[0],
         "acoustics": RoomAcousticsExpert(with_plcmos=False).analyze([clip], {"vad": vad})[0],
         "tags": CoarseTagsExpert().analyze([clip], {"vad": vad, "domain": {"two": _domain("two", "S00")}})[0],
-        "nisqa": NISQAScores(clip_id="two", expert="nisqa", backend="nisqa:v2", expert_version="1", mos=3.5,
-                             noisiness=4.0, discontinuity=4.2, coloration=3.9, loudness=4.1),
+        "nisqa": NISQAScores(
+            clip_id="two",
+            expert="nisqa",
+            backend="nisqa:v2",
+            expert_version="1",
+            mos=3.5,
+            noisiness=4.0,
+            discontinuity=4.2,
+            coloration=3.9,
+            loudness=4.1,
+        ),
     }
-    row = Clip(clip_id="two", source_path="x.wav", source_sha256="0", source_format="WAV", clip_index=0,
-               offset_s=0.0, duration_s=clip.duration_s, sample_rate=SR, audio_flac=b"")
+    row = Clip(
+        clip_id="two",
+        source_path="x.wav",
+        source_sha256="0",
+        source_format="WAV",
+        clip_index=0,
+        offset_s=0.0,
+        duration_s=clip.duration_s,
+        sample_rate=SR,
+        audio_flac=b"",
+    )
     ev = build_evidence(row, records)
-    assert ev.num("speakers.count") == 2 and ev.labels("speaker.gender", ev.subjects("speaker.speech_s")[1])["female"] > 0.9
+    assert (
+        ev.num("speakers.count") == 2
+        and ev.labels("speaker.gender", ev.subjects("speaker.speech_s")[1])["female"] > 0.9
+    )
     nisqa = {f.type: f.number for f in ev.facts if f.source == "nisqa"}  # unknown table: included generically
-    assert nisqa == {"nisqa.mos": 3.5, "nisqa.noisiness": 4.0, "nisqa.discontinuity": 4.2, "nisqa.coloration": 3.9,
-                     "nisqa.loudness": 4.1}
+    assert nisqa == {
+        "nisqa.mos": 3.5,
+        "nisqa.noisiness": 4.0,
+        "nisqa.discontinuity": 4.2,
+        "nisqa.coloration": 3.9,
+        "nisqa.loudness": 4.1,
+    }
     assert all(f.backend for f in ev.facts) and {f.source for f in ev.facts} >= {"domain", "vad", "speakers", "nisqa"}
     assert ev.num("acoustics.bandwidth_hz") > 0 and "speech" in ev.labels("sound_tags.clip")
     table = to_table(ClipEvidence, [ev])  # a typed column, not a JSON string

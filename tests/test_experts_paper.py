@@ -39,17 +39,41 @@ SR = 16_000
 TAGGER = "MIT/ast-finetuned-audioset-10-10-0.4593"
 WHISPER = "Systran/faster-whisper-large-v3"
 GENDER, EMOTION = "test/gender-w2v2", "test/emotion-w2v2"
-AUDIOSET_SUBSET = ["Speech", "Male speech, man speaking", "Music", "Guitar", "Singing", "Dog", "Silence",
-                   "Inside, small room"]
-TINY_WHISPER = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=2,
-                    decoder_attention_heads=2, encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=80)
+AUDIOSET_SUBSET = [
+    "Speech",
+    "Male speech, man speaking",
+    "Music",
+    "Guitar",
+    "Singing",
+    "Dog",
+    "Silence",
+    "Inside, small room",
+]
+TINY_WHISPER = dict(
+    d_model=64,
+    encoder_layers=2,
+    decoder_layers=2,
+    encoder_attention_heads=2,
+    decoder_attention_heads=2,
+    encoder_ffn_dim=128,
+    decoder_ffn_dim=128,
+    num_mel_bins=80,
+)
 
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("models")
-    rw.ast_classifier(root / TAGGER, AUDIOSET_SUBSET, num_mel_bins=64, max_length=200, hidden_size=32,
-                      num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
+    rw.ast_classifier(
+        root / TAGGER,
+        AUDIOSET_SUBSET,
+        num_mel_bins=64,
+        max_length=200,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
     rw.wav2vec2_classifier(root / GENDER, ["female", "male"], layer_norm=True)
     rw.wav2vec2_classifier(root / EMOTION, ["neu", "hap", "ang", "sad"], layer_norm=False, seed=1)
     rw.whisper_ct2(root / WHISPER, dims=TINY_WHISPER)
@@ -62,8 +86,16 @@ def noise_clip(clip_id: str, seconds: float, seed: int = 0) -> ClipAudio:
 
 
 def activity(clip_id: str, speech_s: float) -> SpeechActivity:
-    return SpeechActivity(clip_id=clip_id, expert="vad", backend="test", expert_version="1", segments=[],
-                          speech_s=speech_s, speech_ratio=0.0, max_prob=0.0)
+    return SpeechActivity(
+        clip_id=clip_id,
+        expert="vad",
+        backend="test",
+        expert_version="1",
+        segments=[],
+        speech_s=speech_s,
+        speech_ratio=0.0,
+        max_prob=0.0,
+    )
 
 
 # ------------------------------------------------------------------------------- models directory
@@ -100,19 +132,32 @@ def test_audioset_labels_route_by_ontology():
 
 
 def events(*windows: dict[str, float]) -> SoundEvents:
-    wins = [WindowTags(start_s=2.0 * i, end_s=2.0 * i + 2, tags=[LabelProb(label=k, prob=v) for k, v in w.items()])
-            for i, w in enumerate(windows)]
-    return SoundEvents(clip_id="c", expert="tags", backend="t", expert_version="1", label_set="audioset-527",
-                       window_s=2.0, windows=wins, clip_tags=[])
+    wins = [
+        WindowTags(start_s=2.0 * i, end_s=2.0 * i + 2, tags=[LabelProb(label=k, prob=v) for k, v in w.items()])
+        for i, w in enumerate(windows)
+    ]
+    return SoundEvents(
+        clip_id="c",
+        expert="tags",
+        backend="t",
+        expert_version="1",
+        label_set="audioset-527",
+        window_s=2.0,
+        windows=wins,
+        clip_tags=[],
+    )
 
 
-@pytest.mark.parametrize("windows, code, silent", [
-    (({"Male speech, man speaking": 0.8, "Inside, small room": 0.6},), "S00", False),
-    (({"Music": 0.2, "Guitar": 0.31}, {"Dog": 0.5}), "0MA", False),
-    (({"Speech": 0.9}, {"Singing": 0.7}, {"Car": 0.29}), "SM0", False),
-    (({"Silence": 0.9, "Inside, small room": 0.5},), "000", True),
-    (({"Speech": 0.4, "Music": 0.4, "Bark": 0.4},), "SMA", False),
-])
+@pytest.mark.parametrize(
+    "windows, code, silent",
+    [
+        (({"Male speech, man speaking": 0.8, "Inside, small room": 0.6},), "S00", False),
+        (({"Music": 0.2, "Guitar": 0.31}, {"Dog": 0.5}), "0MA", False),
+        (({"Speech": 0.9}, {"Singing": 0.7}, {"Car": 0.29}), "SM0", False),
+        (({"Silence": 0.9, "Inside, small room": 0.5},), "000", True),
+        (({"Speech": 0.4, "Music": 0.4, "Bark": 0.4},), "SMA", False),
+    ],
+)
 def test_domain_from_window_tags(windows, code, silent):
     d = TaggerDomainExpert("tagger", threshold=0.3).decide("c", events(*windows))
     assert (d.domain, d.silent) == (code, silent)
@@ -153,10 +198,18 @@ def test_speaker_attributes_per_diarized_speaker_batched(models):
         "b": [("S1", 0.2, 2.9)],
         "c": [("S1", 0.0, 0.3)],  # too little speech for a profile
     }
-    diar = {cid: Diarization(clip_id=cid, expert="diarization", backend="t", expert_version="1",
-                             n_speakers=len({t[0] for t in ts}), skipped_reason=None,
-                             turns=[SpeakerTurn(speaker=s, start_s=a, end_s=b) for s, a, b in ts])
-            for cid, ts in turns.items()}
+    diar = {
+        cid: Diarization(
+            clip_id=cid,
+            expert="diarization",
+            backend="t",
+            expert_version="1",
+            n_speakers=len({t[0] for t in ts}),
+            skipped_reason=None,
+            turns=[SpeakerTurn(speaker=s, start_s=a, end_s=b) for s, a, b in ts],
+        )
+        for cid, ts in turns.items()
+    }
     cfg = {"gender": GENDER, "emotion": EMOTION, "age_band": None}
     recs = HFSpeakerAttributesExpert(cfg, models, batch_size=8).analyze(clips, {"diarization": diar})
     one = HFSpeakerAttributesExpert(cfg, models, batch_size=1).analyze(clips, {"diarization": diar})
@@ -200,9 +253,11 @@ def test_configured_but_missing_packages_fail_clearly(models):
     from earmark.experts.paper.music import DemucsSeparationExpert
 
     align = "facebook/wav2vec2-base-960h"
-    checks = [(lambda: FasterWhisperPaperExpert(WHISPER, models, align_model=align), "whisperx"),
-              (lambda: PyannoteDiarizationExpert("pyannote/speaker-diarization-3.1", models), "pyannote.audio"),
-              (lambda: DemucsSeparationExpert("htdemucs", models), "demucs")]
+    checks = [
+        (lambda: FasterWhisperPaperExpert(WHISPER, models, align_model=align), "whisperx"),
+        (lambda: PyannoteDiarizationExpert("pyannote/speaker-diarization-3.1", models), "pyannote.audio"),
+        (lambda: DemucsSeparationExpert("htdemucs", models), "demucs"),
+    ]
     for make, package in checks:
         if importlib.util.find_spec(package.split(".")[0]) is not None:
             continue  # installed here (the paper image): nothing to check for this one
@@ -229,15 +284,21 @@ class _Annotation:
 
 
 def test_pyannote_turns_become_a_diarization_record():
-    ann = _Annotation([(2.0, 3.5, "SPEAKER_01"), (0.1, 1.9, "SPEAKER_03"), (3.4, 11.0, "SPEAKER_03"),
-                       (5.0, 5.01, "SPEAKER_07")])
+    ann = _Annotation(
+        [(2.0, 3.5, "SPEAKER_01"), (0.1, 1.9, "SPEAKER_03"), (3.4, 11.0, "SPEAKER_03"), (5.0, 5.01, "SPEAKER_07")]
+    )
     lineage = {"clip_id": "c", "expert": "diarization", "backend": "pyannote.audio:x", "expert_version": "1"}
     rec = turns_to_record(lineage, annotation_tracks(ann), duration_s=10.0)
     assert rec.n_speakers == 2 and rec.skipped_reason is None
-    assert [(t.speaker, t.start_s, t.end_s) for t in rec.turns] == [("S1", 0.1, 1.9), ("S2", 2.0, 3.5),
-                                                                  ("S1", 3.4, 10.0)]
+    assert [(t.speaker, t.start_s, t.end_s) for t in rec.turns] == [
+        ("S1", 0.1, 1.9),
+        ("S2", 2.0, 3.5),
+        ("S1", 3.4, 10.0),
+    ]
+
     class Output:  # pyannote 4 wraps the annotation
         speaker_diarization = ann
+
     assert list(annotation_tracks(Output())) == list(annotation_tracks(ann))
     empty = turns_to_record(lineage, [], duration_s=10.0)
     assert empty.n_speakers == 0 and empty.skipped_reason
@@ -251,8 +312,10 @@ def test_music_tagger_labels_only_clips_with_music(models):
     t = np.arange(3 * SR) / SR
     tone = ClipAudio("m", (0.3 * np.sin(2 * np.pi * 440 * t)).astype(np.float32))
     clips = [tone, noise_clip("n", 3.0)]
-    dom = {c.clip_id: TaggerDomainExpert("t").decide(c.clip_id, events({"Music" if c.clip_id == "m" else "Dog": 0.9}))
-           for c in clips}
+    dom = {
+        c.clip_id: TaggerDomainExpert("t").decide(c.clip_id, events({"Music" if c.clip_id == "m" else "Dog": 0.9}))
+        for c in clips
+    }
     sep = {r.clip_id: r for r in HPSSSeparationExpert().analyze(clips, {"domain": dom})}
     recs = PaperMusicExpert(TAGGER, models, top_k=3, min_prob=0.0).analyze(clips, {"domain": dom, "separation": sep})
     assert recs[0].analyzed and recs[0].tagger == TAGGER and len(recs[0].tags) == 3
@@ -291,8 +354,11 @@ class _ChatHandler(BaseHTTPRequestHandler):
         parts = body["messages"][0]["content"]
         audio = next(p["input_audio"] for p in parts if p["type"] == "input_audio")
         n = len(audio["data"])
-        status, payload = (400, {"error": "nope"}) if n < 1000 else (
-            200, {"choices": [{"message": {"content": f"{body['model']} heard {audio['format']} b64={n}"}}]})
+        status, payload = (
+            (400, {"error": "nope"})
+            if n < 1000
+            else (200, {"choices": [{"message": {"content": f"{body['model']} heard {audio['format']} b64={n}"}}]})
+        )
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
@@ -328,12 +394,33 @@ def test_paper_profile_runs_in_dependency_order(models, tmp_path):
         from earmark.experts.paper.nisqa import random_checkpoint
 
         random_checkpoint(models / "nisqa/nisqa.tar")
-    cfg = AnalyzeSection(profile="paper", models_dir=models, tagger_model=TAGGER, asr_model=WHISPER,
-                         diarization_model=None, gender_model=GENDER, emotion_model=EMOTION, separation_model=None,
-                         music_tagger_model=TAGGER, nisqa_model="nisqa/nisqa.tar" if has_nisqa else None)
+    cfg = AnalyzeSection(
+        profile="paper",
+        models_dir=models,
+        tagger_model=TAGGER,
+        asr_model=WHISPER,
+        diarization_model=None,
+        gender_model=GENDER,
+        emotion_model=EMOTION,
+        separation_model=None,
+        music_tagger_model=TAGGER,
+        nisqa_model="nisqa/nisqa.tar" if has_nisqa else None,
+    )
     experts = build_experts(cfg)
-    assert list(experts) == ["levels", "vad", "dnsmos", "tags", "domain", "asr", "asr_check", "diarization",
-                             "speakers", "separation", "music", "acoustics"] + (["nisqa"] if has_nisqa else [])
+    assert list(experts) == [
+        "levels",
+        "vad",
+        "dnsmos",
+        "tags",
+        "domain",
+        "asr",
+        "asr_check",
+        "diarization",
+        "speakers",
+        "separation",
+        "music",
+        "acoustics",
+    ] + (["nisqa"] if has_nisqa else [])
     assert experts["tags"].backend == f"audioset-tagger:{TAGGER}"
     assert experts["diarization"].backend.startswith("resemblyzer:")  # None → the embedded default
     clips = [noise_clip("a", 2.5), noise_clip("b", 4.0, 1)]

@@ -2,13 +2,7 @@
 
 import pytest
 
-from earmark.metrics.ifeval import (
-    DIMENSION_OF_RULE,
-    DIMENSIONS,
-    check_rule,
-    ifeval_scores,
-    parse_judge_rating,
-)
+from earmark.metrics.ifeval import DIMENSION_OF_RULE, DIMENSIONS, check_rule, ifeval_scores, parse_judge_rating
 
 
 @pytest.mark.parametrize(
@@ -118,23 +112,39 @@ TEMPLATE = '{"speaker": "", "topics": [], "duration_s": 0, "details": {"mood": "
 @pytest.mark.parametrize(
     ("prediction", "expected"),
     [
-        ('{"speaker": "Ann", "topics": ["a", 1], "duration_s": 2.5, '
-         '"details": {"mood": "calm", "loud": false, "extra": null}}', True),
+        (
+            '{"speaker": "Ann", "topics": ["a", 1], "duration_s": 2.5, '
+            '"details": {"mood": "calm", "loud": false, "extra": null}}',
+            True,
+        ),
         # embedded in prose / code fences: first "{" to last "}" is parsed
-        ('Here you go:\n```json\n{"speaker": "Ann", "topics": [], "duration_s": 3, '
-         '"details": {"mood": "x", "loud": true, "extra": null}}\n```', True),
+        (
+            'Here you go:\n```json\n{"speaker": "Ann", "topics": [], "duration_s": 3, '
+            '"details": {"mood": "x", "loud": true, "extra": null}}\n```',
+            True,
+        ),
         # missing nested key
         ('{"speaker": "Ann", "topics": [], "duration_s": 3, "details": {"mood": "x", "loud": true}}', False),
         # extra top-level key
-        ('{"speaker": "Ann", "topics": [], "duration_s": 3, "x": 1, '
-         '"details": {"mood": "x", "loud": true, "extra": null}}', False),
+        (
+            '{"speaker": "Ann", "topics": [], "duration_s": 3, "x": 1, '
+            '"details": {"mood": "x", "loud": true, "extra": null}}',
+            False,
+        ),
         # wrong types: list expected, number given; bool is not a number
-        ('{"speaker": "Ann", "topics": 3, "duration_s": 3, "details": {"mood": "x", "loud": true, "extra": null}}',
-         False),
-        ('{"speaker": "Ann", "topics": [], "duration_s": true, '
-         '"details": {"mood": "x", "loud": true, "extra": null}}', False),
-        ('{"speaker": "Ann", "topics": [], "duration_s": 3, "details": {"mood": "x", "loud": 1, "extra": null}}',
-         False),
+        (
+            '{"speaker": "Ann", "topics": 3, "duration_s": 3, "details": {"mood": "x", "loud": true, "extra": null}}',
+            False,
+        ),
+        (
+            '{"speaker": "Ann", "topics": [], "duration_s": true, '
+            '"details": {"mood": "x", "loud": true, "extra": null}}',
+            False,
+        ),
+        (
+            '{"speaker": "Ann", "topics": [], "duration_s": 3, "details": {"mood": "x", "loud": 1, "extra": null}}',
+            False,
+        ),
         # single quotes are not JSON (the paper's qwen2 failure mode)
         ("{'speaker': 'Ann', 'topics': [], 'duration_s': 3, 'details': {}}", False),
         ("no json here", False),
@@ -189,8 +199,14 @@ def test_dimension_of_rule_covers_all_codes():
 
 
 def _rec(dimension, rule, content, prediction, judge=None):
-    rec = {"instruction": "q", "answer": "a", "dimension": dimension, "rule": rule,
-           "rule_content": content, "model_prediction": prediction}
+    rec = {
+        "instruction": "q",
+        "answer": "a",
+        "dimension": dimension,
+        "rule": rule,
+        "rule_content": content,
+        "model_prediction": prediction,
+    }
     if judge is not None:
         rec["judge_correct"] = judge
     return rec

@@ -39,17 +39,24 @@ QWEN = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 CAPTION_SCHEMA = {
     "type": "object",
     "properties": {
-        "captions": {"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 80},
-                     "minItems": 3, "maxItems": 3},
+        "captions": {
+            "type": "array",
+            "items": {"type": "string", "minLength": 3, "maxLength": 80},
+            "minItems": 3,
+            "maxItems": 3,
+        },
         "confidence": {"type": "number"},
     },
     "required": ["captions", "confidence"],
 }
 # One small focused prompt: what a 135M model can answer sensibly (see DESIGN.md, LLM).
 MESSAGES = [
-    {"role": "user", "content": "An audio clip contains a dog barking and rain falling on a roof in a backyard. "
-                                "Write three different short captions describing it, as JSON with keys captions "
-                                "(list of 3 sentences) and confidence (0 to 1)."},
+    {
+        "role": "user",
+        "content": "An audio clip contains a dog barking and rain falling on a roof in a backyard. "
+        "Write three different short captions describing it, as JSON with keys captions "
+        "(list of 3 sentences) and confidence (0 to 1).",
+    }
 ]
 
 
@@ -115,8 +122,12 @@ def test_server_exits_when_its_parent_is_killed(tmp_path):
         print(server.pid, server.port, flush=True)
         time.sleep(600)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     try:
         pid, port = map(int, parent.stdout.readline().split())
         assert _pid_alive(pid)
@@ -229,8 +240,10 @@ def test_response_cache_is_thread_safe(tmp_path):
 
 
 def _completion(content: str) -> dict:
-    return {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 11, "completion_tokens": 7}}
+    return {
+        "choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": 7},
+    }
 
 
 class _Stub:
@@ -335,7 +348,9 @@ def test_json_schema_mode_and_fenced_answers(stub_factory):
     result = client.complete_json(MESSAGES, CAPTION_SCHEMA, max_tokens=50)
     assert result.data == {"captions": ["x", "y", "z"], "confidence": 0.5}
     assert stub.requests[0]["response_format"] == {
-        "type": "json_schema", "json_schema": {"name": "item", "schema": CAPTION_SCHEMA, "strict": True}}
+        "type": "json_schema",
+        "json_schema": {"name": "item", "schema": CAPTION_SCHEMA, "strict": True},
+    }
 
 
 def test_unparsable_answer_is_an_error_value_and_not_cached(stub_factory, tmp_path):
@@ -370,8 +385,14 @@ def test_bounded_concurrency(stub_factory):
     stub = stub_factory([(200, _completion('{"ok": 1}'))], delay_s=0.1)
     client = LLMClient(stub.base_url, "m", max_concurrency=2)
     results = []
-    threads = [threading.Thread(target=lambda i=i: results.append(
-        client.complete_json([{"role": "user", "content": str(i)}], None, max_tokens=5))) for i in range(6)]
+    threads = [
+        threading.Thread(
+            target=lambda i=i: results.append(
+                client.complete_json([{"role": "user", "content": str(i)}], None, max_tokens=5)
+            )
+        )
+        for i in range(6)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -413,8 +434,15 @@ def test_missing_wheel_error_names_the_pip_command(monkeypatch):
         resolve_model_path("no-such-model")
 
 
-@pytest.mark.parametrize("text", ['{"confidence": 1e999}', '{"confidence": NaN}', '{"a": -Infinity}',
-                                  'Here:\n```json\n{"confidence": Infinity}\n```'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"confidence": 1e999}',
+        '{"confidence": NaN}',
+        '{"a": -Infinity}',
+        'Here:\n```json\n{"confidence": Infinity}\n```',
+    ],
+)
 def test_extract_json_refuses_non_finite_numbers(text):
     # json.loads accepts these; they are not JSON, cannot be cached and would poison validation
     with pytest.raises(ValueError):

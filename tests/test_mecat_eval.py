@@ -82,7 +82,14 @@ def _caption_predictions(root) -> dict[str, dict[str, str]]:
     """Per field: mostly another field's first reference; some swapped between clips, generic or erroneous."""
     recs = {k: v for dom in ALL_SUBSETS for k, v in load_caption_file(root, dom).items()}
     keys = sorted(recs)
-    other = {"long": "short", "short": "long", "speech": "long", "music": "short", "sound": "long", "environment": "short"}
+    other = {
+        "long": "short",
+        "short": "long",
+        "speech": "long",
+        "music": "short",
+        "sound": "long",
+        "environment": "short",
+    }
     preds: dict[str, dict[str, str]] = {}
     for f in FIELDS:
         p = {}
@@ -107,8 +114,14 @@ def load_caption_file(root, dom) -> dict[str, dict]:
 
 def _qa_predictions(root) -> dict[str, str]:
     out = {}
-    for cat in ("direct_perception", "sound_characteristics", "quality_assessment", "environment_reasoning",
-                "inference_judgement", "application_context"):
+    for cat in (
+        "direct_perception",
+        "sound_characteristics",
+        "quality_assessment",
+        "environment_reasoning",
+        "inference_judgement",
+        "application_context",
+    ):
         refs = load_references(root, cat)
         keys = sorted(refs)
         for i, k in enumerate(keys):
@@ -122,8 +135,9 @@ def _official(up_module, task, predicted, root):
 
     threads = torch.get_num_threads()
     try:
-        frame = evaluate(predicted_data=predicted, task=task, metrics=["bleu", "fense", "date"],
-                         reference_dir=str(root / task))
+        frame = evaluate(
+            predicted_data=predicted, task=task, metrics=["bleu", "fense", "date"], reference_dir=str(root / task)
+        )
     finally:
         torch.set_num_threads(threads)
     return frame.set_index("subtask")
@@ -134,9 +148,13 @@ def test_fense_matches_official_per_sample(sbert, upstream):
     evaluator = upstream.DATEEvaluator(device="cpu", return_type="fense")
     keys = [f"s{i:05d}" for i in range(len(cands))]
     frame = pd.DataFrame(columns=["sample_id", "field_type", "delta", "similarity", "discrimination", "date"])
-    _, frame = evaluator.date_model(ref_data={k: {"long": list(r)} for k, r in zip(keys, refs)},
-                                    val_data={k: {"long": [c]} for k, c in zip(keys, cands)},
-                                    group_name="content_long", dataframe=frame, field_type="long")
+    _, frame = evaluator.date_model(
+        ref_data={k: {"long": list(r)} for k, r in zip(keys, refs)},
+        val_data={k: {"long": [c]} for k, c in zip(keys, cands)},
+        group_name="content_long",
+        dataframe=frame,
+        field_type="long",
+    )
     ours = fense_scores(cands, refs, sbert=sbert, error_checker=RepetitionChecker())
     diff = np.abs(ours.astype(np.float64) - frame["similarity"].to_numpy(dtype=np.float64))
     print(f"fense: max |Δ| per sample vs official {diff.max():.2e}")
@@ -158,8 +176,9 @@ def test_aggregate_matches_official_evaluate(task, subset, sbert, upstream):
         predicted = _qa_predictions(subset)
         ours_in = {"qa": predicted}
     theirs = _official(upstream, task, predicted, subset)
-    report, per_sample = evaluate_mecat(ours_in, subset, ("date", "fense", "bleu"), sbert=sbert,
-                                        error_checker=RepetitionChecker())
+    report, per_sample = evaluate_mecat(
+        ours_in, subset, ("date", "fense", "bleu"), sbert=sbert, error_checker=RepetitionChecker()
+    )
     total = "score_caption" if task == "caption" else "score_qa"
     assert total in theirs.index and total in report.aggregate
     worst = 0.0
@@ -187,9 +206,20 @@ def test_partial_subtasks_have_no_aggregate(subset, sbert):
     assert report.metrics == ["fense", "Bleu_1", "Bleu_2", "Bleu_3", "Bleu_4"]
     assert "| fense |" in report.markdown() and "—" in report.markdown()
     # an evaluated group without any sample counts as 0 in Score_Cap (upstream rule)
-    groups = {g: {"n_samples": 1, "scores": {"date": 0.5}} for g in
-              ("content_long", "content_short", "pure_speech", "mixed_speech", "pure_music", "mixed_music",
-               "pure_sound", "mixed_sound", "environment")}
+    groups = {
+        g: {"n_samples": 1, "scores": {"date": 0.5}}
+        for g in (
+            "content_long",
+            "content_short",
+            "pure_speech",
+            "mixed_speech",
+            "pure_music",
+            "mixed_music",
+            "pure_sound",
+            "mixed_sound",
+            "environment",
+        )
+    }
     groups["pure_music"] = {"n_samples": 0, "scores": {"date": 0.0}}
     agg = MecatReport.from_groups(["date"], groups).aggregate["score_caption"]["date"]
     assert agg == pytest.approx(0.5 - 0.4 * 0.3 * 0.25)
@@ -214,13 +244,19 @@ def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
     files = prediction_files(tmp_path, None, MECAT_SUBTASKS)
     assert set(files) == {"long", "qa"}
     rows, report = score_mecat("e1", "m", "v0001", files, subset, ["date", "bleu"], sbert)
-    assert {r.metric for r in rows} == {"date", "date_similarity", "date_discrimination", *[f"Bleu_{n}" for n in range(1, 5)]}
+    assert {r.metric for r in rows} == {
+        "date",
+        "date_similarity",
+        "date_discrimination",
+        *[f"Bleu_{n}" for n in range(1, 5)],
+    }
     assert {r.subtask for r in rows} == {"content_long", *report.groups} and "score_qa" in report.aggregate
     stats: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         stats.setdefault((r.subtask, r.metric), []).append(r.value)
-    rebuilt = mecat_report_from_scores([(g, m, len(v), float(np.mean(v))) for (g, m), v in stats.items()],
-                                       list(files), subset, ["date", "bleu"])
+    rebuilt = mecat_report_from_scores(
+        [(g, m, len(v), float(np.mean(v))) for (g, m), v in stats.items()], list(files), subset, ["date", "bleu"]
+    )
     assert rebuilt.groups.keys() == report.groups.keys()
     assert rebuilt.aggregate["score_qa"]["date"] == pytest.approx(report.aggregate["score_qa"]["date"], abs=1e-6)
     assert rebuilt.groups["content_long"]["n_samples"] == report.groups["content_long"]["n_samples"] == 4 * 8 - 1
@@ -229,16 +265,34 @@ def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
 def test_mecat_score_cli_writes_per_sample_details(tmp_path, capsys):
     from earmark.cli import main
 
-    refs = {"c1": ["a dog barks twice", "a dog is barking", "barking of a dog"],
-            "c2": ["rain falls on a roof", "steady rain on a tin roof", "heavy rainfall"],
-            "c3": ["a man speaks", "a male voice talks", "a man is talking"]}
+    refs = {
+        "c1": ["a dog barks twice", "a dog is barking", "barking of a dog"],
+        "c2": ["rain falls on a roof", "steady rain on a tin roof", "heavy rainfall"],
+        "c3": ["a man speaks", "a male voice talks", "a man is talking"],
+    }
     (tmp_path / "ref" / "caption").mkdir(parents=True)
     (tmp_path / "ref" / "caption" / "00A.jsonl").write_text(
-        "\n".join(json.dumps({k: {"long": v, "domain": "00A"}}) for k, v in refs.items()) + "\n")
+        "\n".join(json.dumps({k: {"long": v, "domain": "00A"}}) for k, v in refs.items()) + "\n"
+    )
     preds = tmp_path / "long.csv"
     preds.write_text("c1,a dog barks\nc2,rain on a roof\nc3,music plays\n")
-    rc = main(["mecat-score", "-p", str(preds), "--subtask", "long", "--references", str(tmp_path / "ref"),
-               "--metric", "date,bleu", "--details", str(tmp_path / "d.jsonl"), "--error-checker", "off"])
+    rc = main(
+        [
+            "mecat-score",
+            "-p",
+            str(preds),
+            "--subtask",
+            "long",
+            "--references",
+            str(tmp_path / "ref"),
+            "--metric",
+            "date,bleu",
+            "--details",
+            str(tmp_path / "d.jsonl"),
+            "--error-checker",
+            "off",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "| long |" in out and "FENSE error checker: off (not requested)" in out

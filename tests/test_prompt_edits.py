@@ -51,9 +51,17 @@ def project(tmp_path_factory, prefect_harness):
     shutil.copy(speech.path, inputs / speech.path.name)
     prompts = root / "prompts"
     shutil.copytree(PROMPT_DIR, prompts, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
-    cfg = load_config(None, {"data_root": str(root / "data"), "dataset": "edits", "inputs": [str(inputs)],
-                             "llm.model": "smollm2-135m-instruct", "synthesize.prompt_dir": str(prompts),
-                             "filter.margin_backend": "off"})
+    cfg = load_config(
+        None,
+        {
+            "data_root": str(root / "data"),
+            "dataset": "edits",
+            "inputs": [str(inputs)],
+            "llm.model": "smollm2-135m-instruct",
+            "synthesize.prompt_dir": str(prompts),
+            "filter.margin_backend": "off",
+        },
+    )
     first = run_build(cfg)
     return cfg, prompts, first
 

@@ -36,13 +36,26 @@ def _cap(kind, text, clip="c", domain="S0A", i=0, conf=0.9, model="m"):
 
 
 def _hyp(label, text, clip="c", premise="A dog barks while cars pass on a wet street.", i=0):
-    return EntailmentHypothesis(**_lin(clip), item_id=f"{clip}:ent:{label}:{i}", premise_kind="long", premise=premise,
-                                label=label, hypothesis=text)
+    return EntailmentHypothesis(
+        **_lin(clip),
+        item_id=f"{clip}:ent:{label}:{i}",
+        premise_kind="long",
+        premise=premise,
+        label=label,
+        hypothesis=text,
+    )
 
 
 def _ins(answer, rule, content="", conf=0.9):
-    return InstructionTriple(**_lin(conf=conf), item_id=f"c:if:{rule}:{answer[:5]}", dimension="Format",
-                             instruction="Answer.", answer=answer, rule=rule, rule_content=content)
+    return InstructionTriple(
+        **_lin(conf=conf),
+        item_id=f"c:if:{rule}:{answer[:5]}",
+        dimension="Format",
+        instruction="Answer.",
+        answer=answer,
+        rule=rule,
+        rule_content=content,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +69,24 @@ def embed():
 
 def test_confidence_applies_to_every_item_table():
     low = dict(conf=0.2)
-    items = run_checks([_cap("short", "A man talks.", **low)],
-                       [QAPair(**_lin(conf=0.2), item_id="c:qa:0", qa_index=0, category="direct_perception",
-                               difficulty="basic", question="What is heard?", answer="A man talking.")],
-                       [], S, entailment=[_hyp("neutral", "Someone waits for a bus.")],
-                       instructions=[_ins("YES", 3, conf=0.2)])
+    items = run_checks(
+        [_cap("short", "A man talks.", **low)],
+        [
+            QAPair(
+                **_lin(conf=0.2),
+                item_id="c:qa:0",
+                qa_index=0,
+                category="direct_perception",
+                difficulty="basic",
+                question="What is heard?",
+                answer="A man talking.",
+            )
+        ],
+        [],
+        S,
+        entailment=[_hyp("neutral", "Someone waits for a bus.")],
+        instructions=[_ins("YES", 3, conf=0.2)],
+    )
     conf = {r.item_table: r for r in items if r.check == "confidence"}
     assert set(conf) == {"captions", "qa", "entailment", "instructions"}
     assert not conf["captions"].keep and "0.20 < 0.5" in conf["captions"].reason
@@ -85,8 +111,15 @@ def test_hallucinated_transcript_rejects_only_items_that_use_it():
     assert check_hallucination("captions", _cap("speech", "A man speaks calmly in a small room."), ctx, S)[0]
     # the same transcript on a clip whose check did not flag it is trusted
     assert check_hallucination("captions", quoting, ClipContext(ctx.transcript, 0.1, ()), S)[0]
-    qa = QAPair(**_lin(), item_id="c:qa:1", qa_index=1, category="direct_perception", difficulty="basic",
-                question="What does the speaker say?", answer="They say 'you'.")
+    qa = QAPair(
+        **_lin(),
+        item_id="c:qa:1",
+        qa_index=1,
+        category="direct_perception",
+        difficulty="basic",
+        question="What does the speaker say?",
+        answer="They say 'you'.",
+    )
     assert not check_hallucination("qa", qa, ClipContext("you", 0.8, ("known_phrase",)), S)[0]
     assert transcript_overlap("A man says hello.", "you") is None
 
@@ -102,12 +135,14 @@ def test_ifeval_expected_answer_must_pass_its_rule():
 
 
 def test_duplicate_hypotheses_by_text_and_embedding(embed):
-    hyps = [_hyp("entailment", "A dog is barking outdoors."),
-            _hyp("contradiction", "A dog is barking outdoors!"),  # same after normalisation
-            _hyp("neutral", "The owner is calling the dog home for dinner."),
-            _hyp("entailment", "A dog barks while cars pass on a wet street.", clip="d"),  # = its premise
-            _hyp("neutral", "A dog barks as cars drive past on a wet street.", clip="d", i=1),  # near copy
-            _hyp("contradiction", "A cat purrs quietly indoors.", clip="d", i=2)]
+    hyps = [
+        _hyp("entailment", "A dog is barking outdoors."),
+        _hyp("contradiction", "A dog is barking outdoors!"),  # same after normalisation
+        _hyp("neutral", "The owner is calling the dog home for dinner."),
+        _hyp("entailment", "A dog barks while cars pass on a wet street.", clip="d"),  # = its premise
+        _hyp("neutral", "A dog barks as cars drive past on a wet street.", clip="d", i=1),  # near copy
+        _hyp("contradiction", "A cat purrs quietly indoors.", clip="d", i=2),
+    ]
     v = duplicate_hypotheses(hyps, [], S, embed)
     assert [x[0] for x in v] == [False, False, True, False, False, True]
     assert "duplicates hypothesis" in v[0][1] and "similarity 1.00" in v[0][1]
@@ -143,33 +178,57 @@ def test_margin_rule_against_random_other_captions():
     assert not by["k0"].keep and by["k0"].score <= 0 and "over 6 other captions" in by["k0"].reason
     assert all(by[c].keep and by[c].score > 80 for c in clips[2:])
     # deterministic: the same negatives every time
-    assert [r.score for r in rows] == [r.score for r in margin_checks(caps, _Vectors(about, clips),
-                                                                       FilterSection(margin_threshold=6.0))]
+    assert [r.score for r in rows] == [
+        r.score for r in margin_checks(caps, _Vectors(about, clips), FilterSection(margin_threshold=6.0))
+    ]
     alone = margin_checks(caps[:1], _Vectors(about, clips), FilterSection(margin_threshold=6.0))
     assert alone[0].keep and alone[0].score is None
 
 
 def _evidence(clip, domain, transcript=None, tags=None):
     speech = domain[0] == "S"
-    values = {"signal.grid_score": 0.6, "signal.grid_period_s": 0.5} if domain[1] == "M" else {"signal.offgrid_peaks": 3}
-    values |= ({"speech.seconds": 6.0, "speech.ratio": 0.8, "speech.segments": 1, "speech.transcript": transcript,
-                "speech.words_per_s": 2.5} if speech else {"speech.seconds": 0.0, "speech.ratio": 0.0, "speech.segments": 0})
-    values |= {"sound_tags.clip": tags or {}, "levels.lufs": -20.0, "levels.rms_dbfs": -22.0,
-               "quality.dnsmos_ovrl": 3.2, "quality.dnsmos_bak": 3.0}
+    values = (
+        {"signal.grid_score": 0.6, "signal.grid_period_s": 0.5} if domain[1] == "M" else {"signal.offgrid_peaks": 3}
+    )
+    values |= (
+        {
+            "speech.seconds": 6.0,
+            "speech.ratio": 0.8,
+            "speech.segments": 1,
+            "speech.transcript": transcript,
+            "speech.words_per_s": 2.5,
+        }
+        if speech
+        else {"speech.seconds": 0.0, "speech.ratio": 0.0, "speech.segments": 0}
+    )
+    values |= {
+        "sound_tags.clip": tags or {},
+        "levels.lufs": -20.0,
+        "levels.rms_dbfs": -22.0,
+        "quality.dnsmos_ovrl": 3.2,
+        "quality.dnsmos_bak": 3.0,
+    }
     probs = [0.9 if domain[i] != "0" else 0.05 for i in range(3)]
     return evidence_of(clip, domain, values, duration_s=8.0, probs=probs)
 
 
 def test_evidence_margin_backend_flags_a_swapped_caption(embed):
-    ev = {"a": _evidence("a", "S00", "the weather will be sunny tomorrow"),
-          "b": _evidence("b", "0M0"), "c": _evidence("c", "00A", tags={"impulsive sound": 0.9}),
-          "d": _evidence("d", "S00", "please close the door when you leave")}
-    caps = [_cap("long", "A man reads a weather forecast saying it will be sunny tomorrow.", clip="a", domain="S00"),
-            _cap("long", "Music with a steady beat at a moderate tempo and sustained chords.", clip="b", domain="0M0"),
-            _cap("long", "Short impulsive knocks and hits sound at irregular moments.", clip="c", domain="00A"),
-            # planted: d's caption describes music, not d's speech
-            _cap("long", "Music with a steady beat and sustained chords plays throughout.", clip="d", domain="S00")]
-    rows = margin_checks(caps, EvidenceSbertBackend(ev, embed, load_phrases("evidence")), FilterSection(margin_negatives=6))
+    ev = {
+        "a": _evidence("a", "S00", "the weather will be sunny tomorrow"),
+        "b": _evidence("b", "0M0"),
+        "c": _evidence("c", "00A", tags={"impulsive sound": 0.9}),
+        "d": _evidence("d", "S00", "please close the door when you leave"),
+    }
+    caps = [
+        _cap("long", "A man reads a weather forecast saying it will be sunny tomorrow.", clip="a", domain="S00"),
+        _cap("long", "Music with a steady beat at a moderate tempo and sustained chords.", clip="b", domain="0M0"),
+        _cap("long", "Short impulsive knocks and hits sound at irregular moments.", clip="c", domain="00A"),
+        # planted: d's caption describes music, not d's speech
+        _cap("long", "Music with a steady beat and sustained chords plays throughout.", clip="d", domain="S00"),
+    ]
+    rows = margin_checks(
+        caps, EvidenceSbertBackend(ev, embed, load_phrases("evidence")), FilterSection(margin_negatives=6)
+    )
     by = {r.clip_id: r for r in rows}
     assert {r.check for r in rows} == {"margin:evidence-sbert"}
     assert not by["d"].keep and by["a"].keep and by["c"].keep, [(r.clip_id, r.score) for r in rows]
@@ -187,11 +246,28 @@ def test_clap_backend_on_a_random_tiny_model(tmp_path):
     with pytest.raises(MissingWeights, match=r"laion/clap-htsat-unfused.*config\.json"):
         require_clap("laion/clap-htsat-unfused", tmp_path)
     torch.manual_seed(0)
-    text = ClapTextConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                          intermediate_size=32, max_position_embeddings=64, projection_dim=8)
-    audio = ClapAudioConfig(spec_size=256, patch_size=4, patch_stride=(4, 4), hidden_size=32, depths=[1, 1],
-                            num_attention_heads=[2, 2], window_size=8, num_mel_bins=64, projection_dim=8,
-                            enable_fusion=False, patch_embeds_hidden_size=16)
+    text = ClapTextConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        projection_dim=8,
+    )
+    audio = ClapAudioConfig(
+        spec_size=256,
+        patch_size=4,
+        patch_stride=(4, 4),
+        hidden_size=32,
+        depths=[1, 1],
+        num_attention_heads=[2, 2],
+        window_size=8,
+        num_mel_bins=64,
+        projection_dim=8,
+        enable_fusion=False,
+        patch_embeds_hidden_size=16,
+    )
     cfg = ClapConfig(text_config=text.to_dict(), audio_config=audio.to_dict(), projection_dim=8)
     out = tmp_path / "laion" / "clap-htsat-unfused"
     ClapModel(cfg).save_pretrained(out)
@@ -215,8 +291,13 @@ def test_clap_backend_on_a_random_tiny_model(tmp_path):
 
 
 def test_summary_has_a_row_per_table_and_check():
-    rows = run_checks([_cap("short", "A man talks.", conf=0.2), _cap("long", "A man talks in a room with rain.", i=1)],
-                      [], [], S, instructions=[_ins("lower case only", 4)])
+    rows = run_checks(
+        [_cap("short", "A man talks.", conf=0.2), _cap("long", "A man talks in a room with rain.", i=1)],
+        [],
+        [],
+        S,
+        instructions=[_ins("lower case only", 4)],
+    )
     table = summary(rows)
     by = {(r["table"], r["check"]): r for r in table}
     assert by[("captions", "confidence")]["rejected"] == 1 and by[("captions", "confidence")]["kept"] == 1

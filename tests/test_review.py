@@ -36,22 +36,22 @@ from earmark.schemas import (
     to_table,
 )
 from earmark.stages.ingest import encode_flac
-from earmark.stages.review import (
-    Overlay,
-    review_items,
-    review_overlay,
-    to_decisions,
-    write_sheet,
-)
+from earmark.stages.review import Overlay, review_items, review_overlay, to_decisions, write_sheet
 from earmark.storage import Catalog, ShardMeta, ShardRef
 
 SR = 16_000
-CLIPS = {"s1": ("S00", "the weather will be sunny tomorrow"), "s2": ("S00", "Thank you for watching."),
-         "m1": ("0M0", None), "a1": ("00A", None)}
-LONG = {"s1": "A man reads a weather forecast saying it will be sunny tomorrow in a calm voice.",
-        "s2": "A woman speaks briefly and says thank you for watching at the end of a video.",
-        "m1": "Music with a steady beat at a moderate tempo and sustained chords fills the clip.",
-        "a1": "Short impulsive knocks and hits sound at irregular moments in a quiet room."}
+CLIPS = {
+    "s1": ("S00", "the weather will be sunny tomorrow"),
+    "s2": ("S00", "Thank you for watching."),
+    "m1": ("0M0", None),
+    "a1": ("00A", None),
+}
+LONG = {
+    "s1": "A man reads a weather forecast saying it will be sunny tomorrow in a calm voice.",
+    "s2": "A woman speaks briefly and says thank you for watching at the end of a video.",
+    "m1": "Music with a steady beat at a moderate tempo and sustained chords fills the clip.",
+    "a1": "Short impulsive knocks and hits sound at irregular moments in a quiet room.",
+}
 
 
 def _lin(clip):
@@ -65,63 +65,166 @@ def _write(cat, key, tables, stage, inputs):
 
 def _empty(table):
     from earmark.schemas import TABLES
+
     return arrow_schema(TABLES[table]).empty_table()
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, prefect_harness):
     root = tmp_path_factory.mktemp("review")
-    cfg = load_config(None, {"data_root": str(root), "dataset": "rv", "review.mode": "ui", "review.poll_s": 1,
-                             "review.tables": ["captions", "entailment"], "review.timeout_s": 120})
+    cfg = load_config(
+        None,
+        {
+            "data_root": str(root),
+            "dataset": "rv",
+            "review.mode": "ui",
+            "review.poll_s": 1,
+            "review.tables": ["captions", "entailment"],
+            "review.timeout_s": 120,
+        },
+    )
     cat = Catalog(cfg.data_root, cfg.dataset)
     t = np.arange(SR * 2) / SR
-    clips = [Clip(clip_id=c, source_path=f"{c}.wav", source_sha256=c, source_format="wav", clip_index=0, offset_s=0,
-                  duration_s=2.0, sample_rate=SR,
-                  audio_flac=encode_flac((3000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16), SR)) for c in CLIPS]
+    clips = [
+        Clip(
+            clip_id=c,
+            source_path=f"{c}.wav",
+            source_sha256=c,
+            source_format="wav",
+            clip_index=0,
+            offset_s=0,
+            duration_s=2.0,
+            sample_rate=SR,
+            audio_flac=encode_flac((3000 * np.sin(2 * np.pi * 440 * t)).astype(np.int16), SR),
+        )
+        for c in CLIPS
+    ]
     _write(cat, "k_clips", {"clips": to_table(Clip, clips), "quarantine": _empty("quarantine")}, "ingest", [])
-    asr = [Transcript(clip_id=c, expert="asr", backend="b", expert_version="1", text=tr, language="en", language_prob=1,
-                      words=[], avg_logprob=-0.2, no_speech_prob=0.1, vad_speech_s=1.5, skipped_reason=None)
-           for c, (_, tr) in CLIPS.items() if tr]
-    chk = [TranscriptCheck(clip_id="s1", expert="asr_check", backend="heuristic:x", expert_version="1", flags=[],
-                           hallucination_score=0.0, vad_support=1.0),
-           TranscriptCheck(clip_id="s2", expert="asr_check", backend="heuristic:x", expert_version="1",
-                           flags=["known_phrase", "no_vad_support"], hallucination_score=0.94, vad_support=0.0)]
+    asr = [
+        Transcript(
+            clip_id=c,
+            expert="asr",
+            backend="b",
+            expert_version="1",
+            text=tr,
+            language="en",
+            language_prob=1,
+            words=[],
+            avg_logprob=-0.2,
+            no_speech_prob=0.1,
+            vad_speech_s=1.5,
+            skipped_reason=None,
+        )
+        for c, (_, tr) in CLIPS.items()
+        if tr
+    ]
+    chk = [
+        TranscriptCheck(
+            clip_id="s1",
+            expert="asr_check",
+            backend="heuristic:x",
+            expert_version="1",
+            flags=[],
+            hallucination_score=0.0,
+            vad_support=1.0,
+        ),
+        TranscriptCheck(
+            clip_id="s2",
+            expert="asr_check",
+            backend="heuristic:x",
+            expert_version="1",
+            flags=["known_phrase", "no_vad_support"],
+            hallucination_score=0.94,
+            vad_support=0.0,
+        ),
+    ]
     _write(cat, "k_asr", {"asr": to_table(Transcript, asr)}, "analyze:asr", ["k_clips"])
     _write(cat, "k_chk", {"asr_check": to_table(TranscriptCheck, chk)}, "analyze:asr_check", ["k_clips"])
     ev = [_evidence(c, d, tr, tags={"impulsive sound": 0.9} if d == "00A" else None) for c, (d, tr) in CLIPS.items()]
     _write(cat, "k_ev", {"evidence": to_table(ClipEvidence, ev)}, "synthesize:evidence", ["k_clips", "k_asr", "k_chk"])
     caps = [Caption(**_lin(c), item_id=f"{c}:long:0", kind="long", ref_index=0, text=LONG[c]) for c in CLIPS]
-    caps += [Caption(**_lin(c), item_id=f"{c}:short:{i}", kind="short", ref_index=i,
-                     text=f"{LONG[c].split(' in ')[0].split(' at ')[0]}{'.' if i == 0 else ', clearly.'}")
-             for c in CLIPS for i in range(2)]
+    caps += [
+        Caption(
+            **_lin(c),
+            item_id=f"{c}:short:{i}",
+            kind="short",
+            ref_index=i,
+            text=f"{LONG[c].split(' in ')[0].split(' at ')[0]}{'.' if i == 0 else ', clearly.'}",
+        )
+        for c in CLIPS
+        for i in range(2)
+    ]
     ents = []
     for c in ("s1", "a1"):
-        for label, hyp in (("entailment", f"The clip contains {'speech' if c == 's1' else 'knocking'}."),
-                           ("neutral", f"The recording was made on a {'Monday' if c == 's1' else 'farm'}."),
-                           ("contradiction", f"The clip contains only {'birdsong' if c == 's1' else 'a choir'}.")):
-            ents.append(EntailmentHypothesis(**_lin(c), item_id=f"{c}:ent:{label}", premise_kind="long",
-                                             premise=LONG[c], label=label, hypothesis=hyp))
+        for label, hyp in (
+            ("entailment", f"The clip contains {'speech' if c == 's1' else 'knocking'}."),
+            ("neutral", f"The recording was made on a {'Monday' if c == 's1' else 'farm'}."),
+            ("contradiction", f"The clip contains only {'birdsong' if c == 's1' else 'a choir'}."),
+        ):
+            ents.append(
+                EntailmentHypothesis(
+                    **_lin(c),
+                    item_id=f"{c}:ent:{label}",
+                    premise_kind="long",
+                    premise=LONG[c],
+                    label=label,
+                    hypothesis=hyp,
+                )
+            )
     rej = _empty("rejections")
-    refs = [_write(cat, "k_cap", {"captions": to_table(Caption, caps), "rejections": rej}, "synthesize:captions", ["k_ev"]),
-            _write(cat, "k_ent", {"entailment": to_table(EntailmentHypothesis, ents), "rejections": rej},
-                   "synthesize:entailment", ["k_ev"])]
-    qc = filter_flow(cfg, [{"captions": [refs[0].key], "entailment": [refs[1].key], "rejections": [r.key for r in refs],
-                            "evidence": ["k_ev"], "clips": ["k_clips"], "asr": ["k_asr"], "asr_check": ["k_chk"]}])
-    shards = {"clips": ["k_clips"], "asr": ["k_asr"], "asr_check": ["k_chk"], "evidence": ["k_ev"],
-              "captions": ["k_cap"], "entailment": ["k_ent"], "rejections": ["k_cap", "k_ent"], "qc": qc.keys("qc")}
+    refs = [
+        _write(cat, "k_cap", {"captions": to_table(Caption, caps), "rejections": rej}, "synthesize:captions", ["k_ev"]),
+        _write(
+            cat,
+            "k_ent",
+            {"entailment": to_table(EntailmentHypothesis, ents), "rejections": rej},
+            "synthesize:entailment",
+            ["k_ev"],
+        ),
+    ]
+    qc = filter_flow(
+        cfg,
+        [
+            {
+                "captions": [refs[0].key],
+                "entailment": [refs[1].key],
+                "rejections": [r.key for r in refs],
+                "evidence": ["k_ev"],
+                "clips": ["k_clips"],
+                "asr": ["k_asr"],
+                "asr_check": ["k_chk"],
+            }
+        ],
+    )
+    shards = {
+        "clips": ["k_clips"],
+        "asr": ["k_asr"],
+        "asr_check": ["k_chk"],
+        "evidence": ["k_ev"],
+        "captions": ["k_cap"],
+        "entailment": ["k_ent"],
+        "rejections": ["k_cap", "k_ent"],
+        "qc": qc.keys("qc"),
+    }
     first = publish_flow(cfg, shards)
     return cfg, cat, shards, first
 
 
 def _kept(cat, version, table, field):
-    return dict(cat.query(f"SELECT item_id, {field} FROM {version}.{table} WHERE item_id IN "
-                          f"(SELECT item_id FROM {version}.qc GROUP BY 1 HAVING bool_and(keep))"))
+    return dict(
+        cat.query(
+            f"SELECT item_id, {field} FROM {version}.{table} WHERE item_id IN "
+            f"(SELECT item_id FROM {version}.qc GROUP BY 1 HAVING bool_and(keep))"
+        )
+    )
 
 
 def test_filter_flow_reads_transcripts_and_evidence_of_its_shard(built):
     cfg, cat, _, first = built
-    qc = {(r[0], r[1]): (r[2], r[3]) for r in cat.query(
-        f"SELECT item_id, \"check\", keep, reason FROM {first['version']}.qc")}
+    qc = {
+        (r[0], r[1]): (r[2], r[3])
+        for r in cat.query(f'SELECT item_id, "check", keep, reason FROM {first["version"]}.qc')
+    }
     keep, reason = qc[("s2:long:0", "hallucination")]
     assert not keep and "known_phrase" in reason and "thank you for" in reason
     assert qc[("s1:long:0", "hallucination")][0]
@@ -164,14 +267,29 @@ def test_paused_review_resumed_through_the_api_shapes_the_next_version(built):
     assert "s2:long:0" not in offered  # QC rejected it: not offered for review (scope "kept")
     description = read_flow_run_input(keyset["description"], flow_run_id=run.id)
     assert "s1:ent:neutral" in description and "accept" in description
-    resume_flow_run(run.id, run_input={"reviewer": "alice", "decisions": [
-        {"item_table": "entailment", "item_id": "s1:ent:entailment", "decision": "accept"},
-        {"item_table": "entailment", "item_id": "s1:ent:neutral", "decision": "rewrite",
-         "new_text": "The forecast is read by a professional announcer."},
-        {"item_table": "captions", "item_id": "a1:short:0", "decision": "reject"},
-        {"item_table": "captions", "item_id": "s1:short:1", "decision": "rewrite",
-         "new_text": "A man calmly reads tomorrow's sunny weather forecast."},
-        {"item_table": "captions", "item_id": "nope:short:0", "decision": "reject"}]})
+    resume_flow_run(
+        run.id,
+        run_input={
+            "reviewer": "alice",
+            "decisions": [
+                {"item_table": "entailment", "item_id": "s1:ent:entailment", "decision": "accept"},
+                {
+                    "item_table": "entailment",
+                    "item_id": "s1:ent:neutral",
+                    "decision": "rewrite",
+                    "new_text": "The forecast is read by a professional announcer.",
+                },
+                {"item_table": "captions", "item_id": "a1:short:0", "decision": "reject"},
+                {
+                    "item_table": "captions",
+                    "item_id": "s1:short:1",
+                    "decision": "rewrite",
+                    "new_text": "A man calmly reads tomorrow's sunny weather forecast.",
+                },
+                {"item_table": "captions", "item_id": "nope:short:0", "decision": "reject"},
+            ],
+        },
+    )
     worker.join(60)
     assert not worker.is_alive()
     assert out["decisions"] == 4 and len(out["errors"]) == 1 and "nope:short:0" in out["errors"][0]
@@ -180,17 +298,22 @@ def test_paused_review_resumed_through_the_api_shapes_the_next_version(built):
     v = second["version"]
     assert second["created"] and v != first["version"]
     reviews = cat.query(f"SELECT item_id, decision, reviewer, source FROM {v}.reviews ORDER BY 1")
-    assert [r[1] for r in reviews] == ["reject", "accept", "rewrite", "rewrite"] and {r[2] for r in reviews} == {"alice"}
+    assert [r[1] for r in reviews] == ["reject", "accept", "rewrite", "rewrite"] and {r[2] for r in reviews} == {
+        "alice"
+    }
     assert {r[3] for r in reviews} == {"ui"}
     ent = _kept(cat, v, "entailment", "hypothesis")
     assert ent["s1:ent:neutral~rev"] == "The forecast is read by a professional announcer."
     assert "s1:ent:neutral" not in ent and "s1:ent:entailment" in ent
     assert cat.query(f"SELECT model FROM {v}.entailment WHERE item_id = 's1:ent:neutral~rev'") == [("human:alice",)]
     # the original rows are untouched, in the same shard as before
-    assert cat.query(f"SELECT hypothesis FROM {v}.entailment WHERE item_id = 's1:ent:neutral'") == \
-        [("The recording was made on a Monday.",)]
+    assert cat.query(f"SELECT hypothesis FROM {v}.entailment WHERE item_id = 's1:ent:neutral'") == [
+        ("The recording was made on a Monday.",)
+    ]
     # the MECAT export: rejected caption gone, rewritten one in place of the original
-    lines = [json.loads(x) for x in (Path(second["exports"]) / "caption").joinpath("S00.jsonl").read_text().splitlines()]
+    lines = [
+        json.loads(x) for x in (Path(second["exports"]) / "caption").joinpath("S00.jsonl").read_text().splitlines()
+    ]
     s1 = next(e["s1"] for e in lines if "s1" in e)
     assert "A man calmly reads tomorrow's sunny weather forecast." in s1["short"] and len(s1["short"]) == 2
     a1 = [json.loads(x) for x in (Path(second["exports"]) / "caption" / "00A.jsonl").read_text().splitlines()][0]["a1"]
@@ -204,7 +327,10 @@ def test_paused_review_resumed_through_the_api_shapes_the_next_version(built):
 
 def test_review_sheet_round_trip_publishes_a_new_version(built, tmp_path):
     cfg, cat, shards, _ = built
-    items = {t: from_table(m, cat.read(t, shards[t])) for t, m in (("captions", Caption), ("entailment", EntailmentHypothesis))}
+    items = {
+        t: from_table(m, cat.read(t, shards[t]))
+        for t, m in (("captions", Caption), ("entailment", EntailmentHypothesis))
+    }
     qc = from_table(QCResult, cat.read("qc", shards["qc"]))
     todo = review_items(items, qc, [], tables=["captions"], scope="all")
     sheet = write_sheet(todo, tmp_path / "sheet.csv")
@@ -215,7 +341,11 @@ def test_review_sheet_round_trip_publishes_a_new_version(built, tmp_path):
         if r["item_id"] == "m1:long:0":
             r["decision"] = "reject"
         if r["item_id"] == "s2:long:0":
-            r["decision"], r["new_text"], r["reviewer"] = "rewrite", "A woman speaks briefly at the end of a video.", "bob"
+            r["decision"], r["new_text"], r["reviewer"] = (
+                "rewrite",
+                "A woman speaks briefly at the end of a video.",
+                "bob",
+            )
     with sheet.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=rows[0].keys())
         w.writeheader()
@@ -232,8 +362,12 @@ def test_review_sheet_round_trip_publishes_a_new_version(built, tmp_path):
     assert "s1:ent:neutral~rev" in _kept(cat, v, "entailment", "hypothesis")
     # a sheet with problems stores nothing and says which rows are wrong
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"item_table": "captions", "item_id": "s1:long:0", "decision": "rewrite"}) + "\n"
-                   + json.dumps({"item_table": "captions", "item_id": "s1:long:0", "decision": "maybe"}) + "\n")
+    bad.write_text(
+        json.dumps({"item_table": "captions", "item_id": "s1:long:0", "decision": "rewrite"})
+        + "\n"
+        + json.dumps({"item_table": "captions", "item_id": "s1:long:0", "decision": "maybe"})
+        + "\n"
+    )
     with pytest.raises(ValueError, match=r"row 1 \(s1:long:0\): 'rewrite' needs the new text(.|\n)*row 2"):
         review_import_flow(cfg, bad)
     assert cat.latest_version() == v
@@ -249,8 +383,12 @@ def test_stale_decisions_are_not_applied_and_latest_wins():
     regenerated = cap.model_copy(update={"text": "A woman sings."})
     ov = review_overlay([new], {"captions": [regenerated]})
     assert ov.counts["stale"] == 1 and ov.qc == []
-    decisions, errors = to_decisions([{"item_table": "captions", "item_id": "s1:short:0", "decision": "Accept"}],
-                                     {"captions": [cap]}, reviewer="r", source="file")
+    decisions, errors = to_decisions(
+        [{"item_table": "captions", "item_id": "s1:short:0", "decision": "Accept"}],
+        {"captions": [cap]},
+        reviewer="r",
+        source="file",
+    )
     assert not errors and decisions[0].decision == "accept" and decisions[0].item_text == "A man talks."
 
 
@@ -273,14 +411,17 @@ def test_cli_review_export_and_import(built, tmp_path, capsys):
     assert "1 decisions stored" in capsys.readouterr().out
     v = cat.latest_version()
     assert v != before
-    assert cat.query(f"SELECT reason FROM {v}.qc WHERE item_id = 'a1:ent:neutral' AND \"check\" = 'human_review'")[0][0] \
-        .startswith("accepted by dana (file,")
+    assert cat.query(f"SELECT reason FROM {v}.qc WHERE item_id = 'a1:ent:neutral' AND \"check\" = 'human_review'")[0][
+        0
+    ].startswith("accepted by dana (file,")
     assert main(["review", "import", *common, str(tmp_path / "missing.csv")]) == 2
 
 
 def test_file_mode_writes_a_sheet_and_does_not_wait(built):
     cfg, cat, shards, _ = built
-    file_cfg = cfg.model_copy(update={"review": cfg.review.model_copy(update={"mode": "file", "tables": ["qa", "captions"]})})
+    file_cfg = cfg.model_copy(
+        update={"review": cfg.review.model_copy(update={"mode": "file", "tables": ["qa", "captions"]})}
+    )
     before = cat.latest_version()
     out = review_flow(file_cfg, shards, "run-file")
     assert out["mode"] == "file" and out["items"] > 0

@@ -89,10 +89,11 @@ class _Handler(BaseHTTPRequestHandler):
         info = sf.info(io.BytesIO(base64.b64decode(audio["data"])))
         if abs(info.duration - REJECTED_DURATION) < 1e-3:
             return self._reply(400, {"error": "audio too short for this model"})
-        content = (f"{text} | model={body['model']} format={audio['format']} container={info.format} "
-                   f"subtype={info.subtype} sr={info.samplerate} ch={info.channels} dur={info.duration:.2f}")
-        self._reply(200, {"choices": [{"message": {"role": "assistant", "content": content},
-                                       "finish_reason": "stop"}]})
+        content = (
+            f"{text} | model={body['model']} format={audio['format']} container={info.format} "
+            f"subtype={info.subtype} sr={info.samplerate} ch={info.channels} dur={info.duration:.2f}"
+        )
+        self._reply(200, {"choices": [{"message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]})
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +122,16 @@ def clips():
 
 
 def test_audio_goes_over_the_wire_and_a_400_loses_only_its_clip(fresh, tmp_path):
-    preds = run_model(clips(), PROMPTS, fresh.base_url, "omni-test", api_key="sk-test",
-                      cache_dir=tmp_path / "cache", max_concurrency=3, backoff_s=0.01)
+    preds = run_model(
+        clips(),
+        PROMPTS,
+        fresh.base_url,
+        "omni-test",
+        api_key="sk-test",
+        cache_dir=tmp_path / "cache",
+        max_concurrency=3,
+        backoff_s=0.01,
+    )
     assert set(preds) == {"short", "music"}
     for subtask, prompt in PROMPTS.items():
         assert set(preds[subtask]) == {cid for cid, _ in CLIPS}
@@ -130,8 +139,9 @@ def test_audio_goes_over_the_wire_and_a_400_loses_only_its_clip(fresh, tmp_path)
             if seconds == REJECTED_DURATION:
                 continue
             # The server decoded a 16-bit WAV of the clip's own length and rate from the base64 payload.
-            assert preds[subtask][cid] == (f"{prompt} | model=omni-test format=wav container=WAV subtype=PCM_16 "
-                                           f"sr={SR} ch=1 dur={seconds:.2f}")
+            assert preds[subtask][cid] == (
+                f"{prompt} | model=omni-test format=wav container=WAV subtype=PCM_16 sr={SR} ch=1 dur={seconds:.2f}"
+            )
         assert preds[subtask]["clip_b"] == ""
         assert set(preds.errors[subtask]) == {"clip_b"}
         assert "HTTP 400" in preds.errors[subtask]["clip_b"] and "too short" in preds.errors[subtask]["clip_b"]
@@ -148,16 +158,24 @@ def test_rerun_hits_the_cache_and_retries_only_failures(fresh, tmp_path):
     assert again.cache_hits == 6 and fresh.requests == 2  # only clip_b × 2 prompts went out again
     assert again.n_errors() == 2
     fresh.reset()
-    other = run_model(clips(), {"short": "Describe it briefly."}, fresh.base_url, "omni-test", cache_dir=tmp_path,
-                      backoff_s=0.01)
+    other = run_model(
+        clips(), {"short": "Describe it briefly."}, fresh.base_url, "omni-test", cache_dir=tmp_path, backoff_s=0.01
+    )
     assert other.cache_hits == 0 and fresh.requests == 4  # a new prompt misses the cache
     assert other["short"]["clip_a"].startswith("Describe it briefly. |")
 
 
 def test_503_and_timeouts_are_retried_until_200(fresh):
     fresh.fail_next, fresh.stall_next = 3, 1
-    preds = run_model([("clip_a", flac_clip(1.0)), ("clip_c", flac_clip(1.5))], {"long": "Describe."},
-                      fresh.base_url, "m", max_concurrency=1, timeout_s=0.3, backoff_s=0.01)
+    preds = run_model(
+        [("clip_a", flac_clip(1.0)), ("clip_c", flac_clip(1.5))],
+        {"long": "Describe."},
+        fresh.base_url,
+        "m",
+        max_concurrency=1,
+        timeout_s=0.3,
+        backoff_s=0.01,
+    )
     assert preds.n_errors() == 0
     assert preds["long"]["clip_a"].endswith("dur=1.00") and preds["long"]["clip_c"].endswith("dur=1.50")
     assert fresh.requests == 2 + 3 + 1  # two answers, three 503s, one stalled request
@@ -165,8 +183,13 @@ def test_503_and_timeouts_are_retried_until_200(fresh):
 
 
 def test_an_unreadable_clip_is_an_error_value_and_the_others_go_on(fresh, tmp_path):
-    preds = run_model([("broken", b"not audio at all"), ("clip_a", flac_clip(1.0))], {"long": "Describe."},
-                      fresh.base_url, "m", backoff_s=0.01)
+    preds = run_model(
+        [("broken", b"not audio at all"), ("clip_a", flac_clip(1.0))],
+        {"long": "Describe."},
+        fresh.base_url,
+        "m",
+        backoff_s=0.01,
+    )
     assert preds["long"]["broken"] == "" and "could not be decoded" in preds.errors["long"]["broken"]
     assert preds["long"]["clip_a"].endswith("dur=1.00") and fresh.requests == 1
 

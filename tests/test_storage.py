@@ -13,8 +13,18 @@ from earmark.storage.shards import remove_stale_temp_files
 
 
 def _caption(i: int, domain: str = "S00") -> Caption:
-    return Caption(clip_id=f"c{i}", domain=domain, prompt_name="p", prompt_sha="s", model="m", confidence=0.9,
-                   item_id=f"c{i}:short:0", kind="short", ref_index=0, text=f"caption number {i}")
+    return Caption(
+        clip_id=f"c{i}",
+        domain=domain,
+        prompt_name="p",
+        prompt_sha="s",
+        model="m",
+        confidence=0.9,
+        item_id=f"c{i}:short:0",
+        kind="short",
+        ref_index=0,
+        text=f"caption number {i}",
+    )
 
 
 def test_every_table_has_an_arrow_schema_that_roundtrips():
@@ -30,8 +40,14 @@ def test_shard_key_changes_with_every_component():
     base = dict(stage="captions", stage_version="1", inputs=["a", "b"], prompt_sha="p", model="m", config={"t": 1})
     k = shard_key(**base)
     assert k == shard_key(**{**base, "inputs": ["b", "a"]})  # order of inputs does not matter
-    for field, value in [("stage", "qa"), ("stage_version", "2"), ("inputs", ["a"]), ("prompt_sha", "q"),
-                         ("model", "n"), ("config", {"t": 2})]:
+    for field, value in [
+        ("stage", "qa"),
+        ("stage_version", "2"),
+        ("inputs", ["a"]),
+        ("prompt_sha", "q"),
+        ("model", "n"),
+        ("config", {"t": 2}),
+    ]:
         assert shard_key(**{**base, field: value}) != k, field
 
 
@@ -61,8 +77,12 @@ def test_catalog_registers_skips_publishes_and_views(tmp_path: Path):
     run = cat.start_run("test", {"a": 1})
     meta = ShardMeta(stage="synthesize", stage_version="1", inputs=["x"], prompt_sha="p", model="m")
     assert not cat.has_shard("k1", ["captions", "quarantine"])
-    ref = cat.write_shard("k1", {"captions": to_table(Caption, [_caption(1), _caption(2, "SMA")]),
-                                 "quarantine": to_table(QuarantineRow, [])}, meta, run)
+    ref = cat.write_shard(
+        "k1",
+        {"captions": to_table(Caption, [_caption(1), _caption(2, "SMA")]), "quarantine": to_table(QuarantineRow, [])},
+        meta,
+        run,
+    )
     assert ref.rows == 2
     assert cat.has_shard("k1", ["captions", "quarantine"])
     # a deleted file means the shard is not really there: it will be recomputed

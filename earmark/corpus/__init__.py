@@ -27,6 +27,7 @@ from earmark.schemas.records import DOMAIN_CODES, domain_flags
 
 LONG_DURATION_S = 14.0  # > 10 s so ingest must split it
 
+
 @dataclass(frozen=True)
 class CorpusItem:
     path: Path
@@ -91,8 +92,9 @@ def _hostile(out_dir: Path, rng: np.random.Generator) -> list[CorpusItem]:
     ]
 
 
-def generate_corpus(out_dir: Path, per_domain: int = 2, seed: int = 0, duration_s: float = 8.0,
-                    hostile: bool = True) -> list[CorpusItem]:
+def generate_corpus(
+    out_dir: Path, per_domain: int = 2, seed: int = 0, duration_s: float = 8.0, hostile: bool = True
+) -> list[CorpusItem]:
     """Write `per_domain` clips of every MECAT domain (+ hostile inputs) to `out_dir` and a manifest.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -120,8 +122,12 @@ def generate_corpus(out_dir: Path, per_domain: int = 2, seed: int = 0, duration_
                 items.append(CorpusItem(path, code, desc + (f" [{LONG_DURATION_S:.0f} s: 2 clips]" if long else "")))
     if hostile:
         items += _hostile(out_dir, np.random.default_rng([seed, 99]))
-    manifest = {"seed": seed, "per_domain": per_domain, "duration_s": duration_s,
-                "items": [{"path": it.path.name, "domain": it.domain, "description": it.description} for it in items]}
+    manifest = {
+        "seed": seed,
+        "per_domain": per_domain,
+        "duration_s": duration_s,
+        "items": [{"path": it.path.name, "domain": it.domain, "description": it.description} for it in items],
+    }
     (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return items
 

@@ -50,8 +50,19 @@ SENTENCES = (
     "Thank you for coming, and please drive home safely.",
 )
 VOICES = (
-    "en-us", "en", "en+f2", "en-us+f3", "en-us+f5", "en-us+m3", "en-gb-scotland", "en-gb-scotland+f3",
-    "en-gb-x-rp+m3", "en-029", "en-us+klatt", "en-us+Annie", "en-us+belinda",
+    "en-us",
+    "en",
+    "en+f2",
+    "en-us+f3",
+    "en-us+f5",
+    "en-us+m3",
+    "en-gb-scotland",
+    "en-gb-scotland+f3",
+    "en-gb-x-rp+m3",
+    "en-029",
+    "en-us+klatt",
+    "en-us+Annie",
+    "en-us+belinda",
 )
 
 
@@ -100,8 +111,10 @@ class Espeak:
 
     def __init__(self, scratch: Path) -> None:
         if shutil.which("espeak-ng") is None:
-            raise RuntimeError("generate_corpus needs espeak-ng for its speech clips: "
-                               "install it (apt-get install espeak-ng) and run again")
+            raise RuntimeError(
+                "generate_corpus needs espeak-ng for its speech clips: "
+                "install it (apt-get install espeak-ng) and run again"
+            )
         self.scratch = scratch
         self.cache: dict[tuple[str, str, int, int], np.ndarray] = {}
 
@@ -137,8 +150,14 @@ def speech_track(rng: np.random.Generator, n: int, tts: Espeak) -> tuple[np.ndar
 # Timbres: (partial amplitude profile, attack s, decay s, sustain level, release s, pluck tau or None)
 TIMBRES: dict[str, tuple[Callable[[int], float], float, float, float, float, float | None]] = {
     "pad": (lambda k: 1 / k, 0.08, 0.2, 0.7, 0.25, None),
-    "organ": (lambda k: (1.0, 0.8, 0.6, 0.4, 0.2, 0.3, 0.1, 0.2)[k - 1] if k <= 8 else 0.0,
-              0.01, 0.05, 0.9, 0.05, None),
+    "organ": (
+        lambda k: (1.0, 0.8, 0.6, 0.4, 0.2, 0.3, 0.1, 0.2)[k - 1] if k <= 8 else 0.0,
+        0.01,
+        0.05,
+        0.9,
+        0.05,
+        None,
+    ),
     "reed": (lambda k: 1 / k if k % 2 else 0.15 / k, 0.03, 0.1, 0.8, 0.1, None),
     "pluck": (lambda k: 1 / k**1.2, 0.003, 0.0, 1.0, 0.05, 0.35),
     "piano": (lambda k: 1 / k**1.5, 0.004, 0.0, 1.0, 0.1, 0.8),
@@ -167,8 +186,10 @@ def _drums(rng: np.random.Generator, n: int, beat_s: float) -> np.ndarray:
     t = np.arange(kick_n) / SR
     kick = np.sin(2 * np.pi * np.cumsum(45 + 80 * np.exp(-t / 0.03)) / SR) * _decay(kick_n, 0.12)
     hat = _filt(rng.standard_normal(hat_n), 5000, "high") * _decay(hat_n, 0.015) * 0.35
-    snare = (_bandpass(rng.standard_normal(snare_n), 1000, 5000) * 0.6
-             + np.sin(2 * np.pi * 185 * np.arange(snare_n) / SR) * 0.4) * _decay(snare_n, 0.06)
+    snare = (
+        _bandpass(rng.standard_normal(snare_n), 1000, 5000) * 0.6
+        + np.sin(2 * np.pi * 185 * np.arange(snare_n) / SR) * 0.4
+    ) * _decay(snare_n, 0.06)
     out, step = np.zeros(n), beat_s / 2
     for k in range(int(n / SR / step) + 1):
         at = int(k * step * SR)
@@ -214,7 +235,7 @@ def music_track(rng: np.random.Generator, n: int) -> tuple[np.ndarray, str]:
     mix = at_level(chords, -3) + at_level(lead, 0) + at_level(bass, -6)
     if with_drums:
         mix += at_level(_drums(rng, n, beat), -4)
-    key = f"{['C','C#','D','D#','E','F','F#','G','G#','A','A#','B'][root % 12]} {'minor' if minor else 'major'}"
+    key = f"{['C', 'C#', 'D', 'D#', 'E', 'F', 'F#', 'G', 'G#', 'A', 'A#', 'B'][root % 12]} {'minor' if minor else 'major'}"
     desc = f"music in {key} at {bpm:.0f} bpm, {chord_t} {'arpeggios' if arpeggio else 'chords'}, {lead_t} melody"
     return mix, desc + (", drums" if with_drums else "")
 
@@ -291,8 +312,14 @@ def _wind(rng: np.random.Generator, n: int) -> np.ndarray:
     return _bandpass(pink(rng, n), 150, float(rng.uniform(800, 2000))) * gust
 
 
-EVENTS = {"door knocks": _knock, "dog barks": _bark, "footsteps": _footsteps, "a car passing": _car,
-          "a door slam": _door, "typing": _typing}
+EVENTS = {
+    "door knocks": _knock,
+    "dog barks": _bark,
+    "footsteps": _footsteps,
+    "a car passing": _car,
+    "a door slam": _door,
+    "typing": _typing,
+}
 TEXTURES = {"rain": _rain, "wind": _wind}
 
 

@@ -34,8 +34,16 @@ def wav_bytes(clip: ClipAudio) -> bytes:
 class AudioLMDescriptionExpert(Expert):
     name, version, record = "description", "1", AudioDescription
 
-    def __init__(self, endpoint: str, model: str, *, prompt: Prompt | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 max_concurrency: int = 4, timeout_s: float = 120.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        model: str,
+        *,
+        prompt: Prompt | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_concurrency: int = 4,
+        timeout_s: float = 120.0,
+    ) -> None:
         self.endpoint, self.model = endpoint, model
         self.prompt = prompt or load_prompt("description")  # prompts/description.toml
         self.api_key_env, self.max_concurrency, self.timeout_s = api_key_env, max_concurrency, timeout_s
@@ -48,14 +56,25 @@ class AudioLMDescriptionExpert(Expert):
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[AudioDescription]:
         from earmark.llm.audio import run_model
 
-        preds = run_model(((c.clip_id, wav_bytes(c)) for c in clips), {"description": self.prompt.render_user()},
-                          self.endpoint, self.model, api_key=os.environ.get(self.api_key_env),
-                          max_concurrency=self.max_concurrency, timeout_s=self.timeout_s,
-                          max_tokens=self.prompt.max_tokens, temperature=self.prompt.temperature)
+        preds = run_model(
+            ((c.clip_id, wav_bytes(c)) for c in clips),
+            {"description": self.prompt.render_user()},
+            self.endpoint,
+            self.model,
+            api_key=os.environ.get(self.api_key_env),
+            max_concurrency=self.max_concurrency,
+            timeout_s=self.timeout_s,
+            max_tokens=self.prompt.max_tokens,
+            temperature=self.prompt.temperature,
+        )
         errors = preds.errors["description"]
         if errors:
             clip_id, reason = next(iter(errors.items()))
-            raise DescriptionFailed(f"the description endpoint {self.endpoint} failed for {len(errors)} of "
-                                    f"{len(clips)} clip(s), e.g. {clip_id}: {reason}")
-        return [AudioDescription(**self.lineage(c.clip_id), text=preds["description"][c.clip_id], model=self.model)
-                for c in clips]
+            raise DescriptionFailed(
+                f"the description endpoint {self.endpoint} failed for {len(errors)} of "
+                f"{len(clips)} clip(s), e.g. {clip_id}: {reason}"
+            )
+        return [
+            AudioDescription(**self.lineage(c.clip_id), text=preds["description"][c.clip_id], model=self.model)
+            for c in clips
+        ]

@@ -33,8 +33,9 @@ def annotation_tracks(annotation: Any) -> Iterable[tuple[float, float, str]]:
         yield float(segment.start), float(segment.end), str(label)
 
 
-def turns_to_record(lineage: dict[str, str], tracks: Iterable[tuple[float, float, str]], duration_s: float,
-                    min_turn_s: float = 0.05) -> Diarization:
+def turns_to_record(
+    lineage: dict[str, str], tracks: Iterable[tuple[float, float, str]], duration_s: float, min_turn_s: float = 0.05
+) -> Diarization:
     """The Diarization record for pyannote's tracks: clamped to the clip, sorted, speakers S1.. by first turn."""
     clamped = ((max(0.0, s), min(duration_s, e), lab) for s, e, lab in tracks)
     kept = sorted(t for t in clamped if t[1] - t[0] >= min_turn_s)
@@ -61,12 +62,19 @@ def _load_pipeline(path: str, device: str) -> Any:
 class PyannoteDiarizationExpert(Expert):
     name, version, record, needs = "diarization", "1", Diarization, ("vad",)
 
-    def __init__(self, model_id: str, models_dir: Any = None, *, device: str = "cpu",
-                 min_speech_s: float = 0.3, max_speakers: int | None = None) -> None:
-        require_package("diarization", "pyannote.audio", "install it with `pip install pyannote.audio`",
-                        module="pyannote")
-        self.path = require_weights("diarization", model_id, models_dir, files=("config.yaml",),
-                                    hint=PIPELINE_HINT)
+    def __init__(
+        self,
+        model_id: str,
+        models_dir: Any = None,
+        *,
+        device: str = "cpu",
+        min_speech_s: float = 0.3,
+        max_speakers: int | None = None,
+    ) -> None:
+        require_package(
+            "diarization", "pyannote.audio", "install it with `pip install pyannote.audio`", module="pyannote"
+        )
+        self.path = require_weights("diarization", model_id, models_dir, files=("config.yaml",), hint=PIPELINE_HINT)
         self.backend = f"pyannote.audio:{model_id}"
         self.device, self.min_speech_s, self.max_speakers = device, min_speech_s, max_speakers
 

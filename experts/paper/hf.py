@@ -37,13 +37,17 @@ def _load(path: Path, device: str) -> AudioClassifier:
 
     remote = "auto_map" in json.loads((path / "config.json").read_text())
     extractor = AutoFeatureExtractor.from_pretrained(str(path), local_files_only=True, trust_remote_code=remote)
-    model = AutoModelForAudioClassification.from_pretrained(str(path), local_files_only=True,
-                                                            trust_remote_code=remote)
+    model = AutoModelForAudioClassification.from_pretrained(str(path), local_files_only=True, trust_remote_code=remote)
     model = model.to(torch.device(device)).eval()
     labels = tuple(model.config.id2label[i] for i in range(len(model.config.id2label)))
-    return AudioClassifier(model=model, extractor=extractor, labels=labels, device=device,
-                           masks_padding=bool(getattr(extractor, "return_attention_mask", False)),
-                           lock=threading.Lock())
+    return AudioClassifier(
+        model=model,
+        extractor=extractor,
+        labels=labels,
+        device=device,
+        masks_padding=bool(getattr(extractor, "return_attention_mask", False)),
+        lock=threading.Lock(),
+    )
 
 
 def load_classifier(path: Path, device: str) -> AudioClassifier:
@@ -71,15 +75,13 @@ def _batches(audios: Sequence[np.ndarray], batch_size: int, masks_padding: bool)
     return out
 
 
-def classify(clf: AudioClassifier, audios: Sequence[np.ndarray], batch_size: int,
-             activation: Activation) -> np.ndarray:
+def classify(clf: AudioClassifier, audios: Sequence[np.ndarray], batch_size: int, activation: Activation) -> np.ndarray:
     """Label probabilities, shape (len(audios), len(clf.labels)), for 16 kHz float32 inputs."""
     import torch
 
     probs = np.zeros((len(audios), len(clf.labels)), dtype=np.float32)
     for idx in _batches(audios, batch_size, clf.masks_padding):
-        feats = clf.extractor([audios[i] for i in idx], sampling_rate=SAMPLE_RATE, return_tensors="pt",
-                              padding=True)
+        feats = clf.extractor([audios[i] for i in idx], sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True)
         feats = {k: v.to(clf.device) for k, v in feats.items()}
         with clf.lock, torch.inference_mode():
             logits = clf.model(**feats).logits.float()

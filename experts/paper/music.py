@@ -22,9 +22,11 @@ from earmark.experts.models import require_package, require_weights
 from earmark.experts.paper.hf import classify, default_activation, load_classifier
 from earmark.schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel
 
-DEMUCS_HINT = ("on a machine with internet run `python -c \"from demucs.pretrained import get_model; "
-               "get_model('{name}')\"` and copy {name}.yaml and the checkpoint files (*.th) it downloaded "
-               "(~/.cache/torch/hub/checkpoints) into {path}")
+DEMUCS_HINT = (
+    'on a machine with internet run `python -c "from demucs.pretrained import get_model; '
+    "get_model('{name}')\"` and copy {name}.yaml and the checkpoint files (*.th) it downloaded "
+    "(~/.cache/torch/hub/checkpoints) into {path}"
+)
 
 
 def _no_music(domain: DomainDecision) -> str | None:
@@ -46,18 +48,26 @@ def stem_levels(stems: dict[str, np.ndarray]) -> list[StemLevel]:
     energy = {k: float(np.sum(v.astype(np.float64) ** 2)) for k, v in stems.items()}
     total = sum(energy.values()) or 1.0
     n = max(max((v.size for v in stems.values()), default=1), 1)
-    return [StemLevel(stem=k, rms_dbfs=round(float(amplitude_db(np.sqrt(e / n))), 2), energy_share=round(e / total, 4))
-            for k, e in energy.items()]
+    return [
+        StemLevel(stem=k, rms_dbfs=round(float(amplitude_db(np.sqrt(e / n))), 2), energy_share=round(e / total, 4))
+        for k, e in energy.items()
+    ]
 
 
 class DemucsSeparationExpert(Expert):
     name, version, record, needs = "separation", "1", Separation, ("domain",)
 
-    def __init__(self, model_name: str = "htdemucs", models_dir: Any = None, *, device: str = "cpu",
-                 batch_size: int = 8) -> None:
+    def __init__(
+        self, model_name: str = "htdemucs", models_dir: Any = None, *, device: str = "cpu", batch_size: int = 8
+    ) -> None:
         require_package("separation", "demucs", "install it with `pip install demucs`")
-        self.repo = require_weights("separation", "demucs", models_dir, files=(f"{model_name}.yaml",),
-                                    hint=DEMUCS_HINT.replace("{name}", model_name))
+        self.repo = require_weights(
+            "separation",
+            "demucs",
+            models_dir,
+            files=(f"{model_name}.yaml",),
+            hint=DEMUCS_HINT.replace("{name}", model_name),
+        )
         self.model_name, self.device, self.batch_size = model_name, device, batch_size
         self.backend = f"demucs:{model_name}"
 
@@ -76,12 +86,26 @@ class DemucsSeparationExpert(Expert):
         out = []
         for i, clip in enumerate(clips):
             if i not in stems:
-                out.append(Separation(**self.lineage(clip.clip_id), method=self.backend, stems=[], vocals_speech_s=None,
-                                      skipped_reason=_no_music(domains[clip.clip_id])))  # type: ignore[arg-type]
+                out.append(
+                    Separation(
+                        **self.lineage(clip.clip_id),
+                        method=self.backend,
+                        stems=[],
+                        vocals_speech_s=None,
+                        skipped_reason=_no_music(domains[clip.clip_id]),
+                    )
+                )  # type: ignore[arg-type]
                 continue
             vocals = next(vocal_iter) if "vocals" in stems[i] else None
-            out.append(Separation(**self.lineage(clip.clip_id), method=self.backend, stems=stem_levels(stems[i]),
-                                  vocals_speech_s=vocals, skipped_reason=None))
+            out.append(
+                Separation(
+                    **self.lineage(clip.clip_id),
+                    method=self.backend,
+                    stems=stem_levels(stems[i]),
+                    vocals_speech_s=vocals,
+                    skipped_reason=None,
+                )
+            )
         return out
 
     def separate(self, audios: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
@@ -90,8 +114,10 @@ class DemucsSeparationExpert(Expert):
         import torch
         from demucs.apply import apply_model
 
-        model = load_once(f"demucs:{self.repo}:{self.model_name}:{self.device}",
-                          lambda: _load_demucs(str(self.repo), self.model_name, self.device))
+        model = load_once(
+            f"demucs:{self.repo}:{self.model_name}:{self.device}",
+            lambda: _load_demucs(str(self.repo), self.model_name, self.device),
+        )
         rate = model.samplerate
         up = [soxr.resample(a, SAMPLE_RATE, rate).astype(np.float32) for a in audios]
         length = max(u.size for u in up)
@@ -99,12 +125,23 @@ class DemucsSeparationExpert(Expert):
         for row, u in zip(batch, up):
             row[:, : u.size] = u
         with torch.inference_mode():
-            out = apply_model(model, torch.from_numpy(batch), device=self.device, split=True, overlap=0.25,
-                              progress=False).cpu().numpy()  # (batch, sources, channels, samples)
+            out = (
+                apply_model(
+                    model, torch.from_numpy(batch), device=self.device, split=True, overlap=0.25, progress=False
+                )
+                .cpu()
+                .numpy()
+            )  # (batch, sources, channels, samples)
         result = []
         for k, a in enumerate(audios):
-            result.append({name: soxr.resample(out[k, j].mean(axis=0)[: up[k].size], rate, SAMPLE_RATE)[: a.size]
-                           .astype(np.float32) for j, name in enumerate(model.sources)})
+            result.append(
+                {
+                    name: soxr.resample(out[k, j].mean(axis=0)[: up[k].size], rate, SAMPLE_RATE)[: a.size].astype(
+                        np.float32
+                    )
+                    for j, name in enumerate(model.sources)
+                }
+            )
         return result
 
     def _vocal_speech(self, vocals: list[np.ndarray]) -> list[float]:
@@ -121,8 +158,17 @@ class PaperMusicExpert(Expert):
 
     name, version, record, needs = "music", "1", MusicAnalysis, ("domain", "separation")
 
-    def __init__(self, tagger_model: str | None, models_dir: Any = None, *, device: str = "cpu", batch_size: int = 16,
-                 top_k: int = 5, min_prob: float = 0.1, multi_label: bool = True) -> None:
+    def __init__(
+        self,
+        tagger_model: str | None,
+        models_dir: Any = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 16,
+        top_k: int = 5,
+        min_prob: float = 0.1,
+        multi_label: bool = True,
+    ) -> None:
         from earmark.experts.music import LibrosaMusicExpert
 
         self.analysis = LibrosaMusicExpert()
@@ -130,20 +176,36 @@ class PaperMusicExpert(Expert):
         self.path = require_weights("music", tagger_model, models_dir) if tagger_model else None
         self.backend = self.analysis.backend + (f"+tagger:{tagger_model}" if tagger_model else "")
         self.device, self.batch_size, self.top_k, self.min_prob, self.multi_label = (
-            device, batch_size, top_k, min_prob, multi_label)
+            device,
+            batch_size,
+            top_k,
+            min_prob,
+            multi_label,
+        )
 
     def key_config(self) -> dict[str, Any]:
-        return {**self.analysis.key_config(), "top_k": self.top_k, "min_prob": self.min_prob,
-                "multi_label": self.multi_label}
+        return {
+            **self.analysis.key_config(),
+            "top_k": self.top_k,
+            "min_prob": self.min_prob,
+            "multi_label": self.multi_label,
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[MusicAnalysis]:
         records = self.analysis.analyze(clips, context)
         tagged = [i for i, r in enumerate(records) if r.analyzed]
         tags = self.tag([samples_16k(clips[i]) for i in tagged]) if self.path and tagged else []
         by_clip = dict(zip(tagged, tags))
-        return [r.model_copy(update={"backend": self.backend, "tags": by_clip.get(i, []),
-                                     "tagger": self.tagger_model if i in by_clip else None})
-                for i, r in enumerate(records)]
+        return [
+            r.model_copy(
+                update={
+                    "backend": self.backend,
+                    "tags": by_clip.get(i, []),
+                    "tagger": self.tagger_model if i in by_clip else None,
+                }
+            )
+            for i, r in enumerate(records)
+        ]
 
     def tag(self, audios: list[np.ndarray]) -> list[list[LabelProb]]:
         assert self.path is not None
@@ -152,6 +214,7 @@ class PaperMusicExpert(Expert):
         out = []
         for row in probs:
             order = np.argsort(-row, kind="stable")[: self.top_k]
-            out.append([LabelProb(label=clf.labels[i], prob=round(float(row[i]), 4)) for i in order
-                        if row[i] >= self.min_prob])
+            out.append(
+                [LabelProb(label=clf.labels[i], prob=round(float(row[i]), 4)) for i in order if row[i] >= self.min_prob]
+            )
         return out

@@ -19,8 +19,9 @@ from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_o
 from earmark.experts.models import require_package, require_weights
 from earmark.schemas.records import NISQAScores
 
-NISQA_HINT = ("on a machine with internet download weights/nisqa.tar from github.com/gabrielmittag/NISQA "
-              "and copy it to {path}")
+NISQA_HINT = (
+    "on a machine with internet download weights/nisqa.tar from github.com/gabrielmittag/NISQA and copy it to {path}"
+)
 DIMENSIONS = ("mos", "noisiness", "discontinuity", "coloration", "loudness")  # the model's output order
 
 
@@ -40,11 +41,33 @@ def random_checkpoint(path: Any, seed: int = 0, **overrides: Any) -> None:
     import torch
     from torchmetrics.functional.audio.nisqa import _NISQADIM
 
-    args = dict(ms_sr=48000, ms_fmax=20000, ms_n_mels=48, ms_hop_length=0.01, ms_win_length=0.02, ms_n_fft=4096,
-                ms_seg_length=15, ms_seg_hop_length=4, ms_max_segments=1300, cnn_c_out_1=16, cnn_c_out_2=32,
-                cnn_c_out_3=64, cnn_kernel_size=[3, 3], cnn_pool_1=[24, 7], cnn_pool_2=[12, 5], cnn_pool_3=[6, 3],
-                cnn_dropout=0.2, td_sa_d_model=64, td_sa_nhead=1, td_sa_h=64, td_sa_num_layers=2, td_sa_dropout=0.1,
-                pool_att_h=128, pool_att_dropout=0.1, **overrides)
+    args = dict(
+        ms_sr=48000,
+        ms_fmax=20000,
+        ms_n_mels=48,
+        ms_hop_length=0.01,
+        ms_win_length=0.02,
+        ms_n_fft=4096,
+        ms_seg_length=15,
+        ms_seg_hop_length=4,
+        ms_max_segments=1300,
+        cnn_c_out_1=16,
+        cnn_c_out_2=32,
+        cnn_c_out_3=64,
+        cnn_kernel_size=[3, 3],
+        cnn_pool_1=[24, 7],
+        cnn_pool_2=[12, 5],
+        cnn_pool_3=[6, 3],
+        cnn_dropout=0.2,
+        td_sa_d_model=64,
+        td_sa_nhead=1,
+        td_sa_h=64,
+        td_sa_num_layers=2,
+        td_sa_dropout=0.1,
+        pool_att_h=128,
+        pool_att_dropout=0.1,
+        **overrides,
+    )
     torch.manual_seed(seed)
     model = _NISQADIM(args)
     for head in model.pool_layers:  # the five heads start as copies of one; make them differ
@@ -66,8 +89,10 @@ class NISQAExpert(Expert):
         scores: list[np.ndarray] = []
         for s in range(0, len(clips), self.batch_size):
             scores.extend(self.score([samples_16k(c) for c in clips[s : s + self.batch_size]]))
-        return [NISQAScores(**self.lineage(c.clip_id), **{k: round(float(v), 4) for k, v in zip(DIMENSIONS, row)})
-                for c, row in zip(clips, scores)]
+        return [
+            NISQAScores(**self.lineage(c.clip_id), **{k: round(float(v), 4) for k, v in zip(DIMENSIONS, row)})
+            for c, row in zip(clips, scores)
+        ]
 
     def score(self, audios: list[np.ndarray]) -> np.ndarray:
         """(len(audios), 5) predictions in DIMENSIONS order."""

@@ -24,8 +24,11 @@ ATTRIBUTES = ("gender", "age_band", "emotion", "accent")
 
 def speaker_audio(audio: np.ndarray, turns: Sequence[Any], speaker: str, max_s: float) -> np.ndarray:
     """The speaker's turns of `audio`, joined in time order and cut at `max_s` seconds."""
-    parts = [audio[int(t.start_s * SAMPLE_RATE) : int(t.end_s * SAMPLE_RATE)]
-             for t in sorted(turns, key=lambda t: t.start_s) if t.speaker == speaker]
+    parts = [
+        audio[int(t.start_s * SAMPLE_RATE) : int(t.end_s * SAMPLE_RATE)]
+        for t in sorted(turns, key=lambda t: t.start_s)
+        if t.speaker == speaker
+    ]
     joined = np.concatenate(parts) if parts else np.zeros(0, np.float32)
     return joined[: int(max_s * SAMPLE_RATE)]
 
@@ -33,9 +36,17 @@ def speaker_audio(audio: np.ndarray, turns: Sequence[Any], speaker: str, max_s: 
 class HFSpeakerAttributesExpert(Expert):
     name, version, record, needs = "speakers", "1", SpeakerAttributes, ("diarization",)
 
-    def __init__(self, models: Mapping[str, str | None], models_dir: Any = None, *, device: str = "cpu",
-                 batch_size: int = 16, max_speaker_s: float = 10.0, min_speaker_s: float = 0.5,
-                 top_k: int = 5) -> None:
+    def __init__(
+        self,
+        models: Mapping[str, str | None],
+        models_dir: Any = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 16,
+        max_speaker_s: float = 10.0,
+        min_speaker_s: float = 0.5,
+        top_k: int = 5,
+    ) -> None:
         unknown = set(models) - set(ATTRIBUTES)
         if unknown:
             raise ValueError(f"speaker attributes: unknown attribute(s) {sorted(unknown)}; use {ATTRIBUTES}")
@@ -63,12 +74,17 @@ class HFSpeakerAttributesExpert(Expert):
         profiles: list[list[SpeakerProfile]] = [[] for _ in clips]
         for k, (ci, spk, speech_s, audio) in enumerate(items):
             rms = float(np.sqrt(np.mean(audio.astype(np.float64) ** 2))) if audio.size else 0.0
-            profiles[ci].append(SpeakerProfile(
-                speaker=spk, speech_s=round(speech_s, 3),
-                **{a: labels[a][k] if a in labels else [] for a in ATTRIBUTES},
-                pitch_median_hz=None, pitch_iqr_hz=None, energy_dbfs=round(float(amplitude_db(rms)), 2),
-                method=self.backend,
-            ))
+            profiles[ci].append(
+                SpeakerProfile(
+                    speaker=spk,
+                    speech_s=round(speech_s, 3),
+                    **{a: labels[a][k] if a in labels else [] for a in ATTRIBUTES},
+                    pitch_median_hz=None,
+                    pitch_iqr_hz=None,
+                    energy_dbfs=round(float(amplitude_db(rms)), 2),
+                    method=self.backend,
+                )
+            )
         return [self._record(clip, diar[clip.clip_id], p) for clip, p in zip(clips, profiles)]  # type: ignore[arg-type]
 
     def _labels(self, attribute: str, audios: list[np.ndarray]) -> list[list[LabelProb]]:

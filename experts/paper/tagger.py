@@ -37,9 +37,19 @@ def _windows(audio: np.ndarray, window: int, min_len: int) -> list[np.ndarray]:
 class AudioSetTagsExpert(Expert):
     name, version, record = "tags", "1", SoundEvents
 
-    def __init__(self, model_id: str, models_dir: Any = None, *, device: str = "cpu", window_s: float = 2.0,
-                 min_window_s: float = 0.5, batch_size: int = 16, keep_prob: float = 0.05,
-                 max_labels: int = 25, clip_top_k: int = 10) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        models_dir: Any = None,
+        *,
+        device: str = "cpu",
+        window_s: float = 2.0,
+        min_window_s: float = 0.5,
+        batch_size: int = 16,
+        keep_prob: float = 0.05,
+        max_labels: int = 25,
+        clip_top_k: int = 10,
+    ) -> None:
         self.model_id = model_id
         self.path = require_weights("tags", model_id, models_dir)
         self.backend = f"audioset-tagger:{model_id}"
@@ -48,8 +58,13 @@ class AudioSetTagsExpert(Expert):
         self.max_labels, self.clip_top_k = max_labels, clip_top_k
 
     def key_config(self) -> dict[str, Any]:
-        return {"window_s": self.window_s, "min_window_s": self.min_window_s, "keep_prob": self.keep_prob,
-                "max_labels": self.max_labels, "clip_top_k": self.clip_top_k}
+        return {
+            "window_s": self.window_s,
+            "min_window_s": self.min_window_s,
+            "keep_prob": self.keep_prob,
+            "max_labels": self.max_labels,
+            "clip_top_k": self.clip_top_k,
+        }
 
     def window_probs(self, clips: Sequence[ClipAudio]) -> tuple[tuple[str, ...], list[np.ndarray]]:
         """(labels, per clip an array windows × labels), all windows of all clips batched together."""
@@ -71,14 +86,20 @@ class AudioSetTagsExpert(Expert):
 
     def _record(self, clip: ClipAudio, labels: tuple[str, ...], probs: np.ndarray) -> SoundEvents:
         windows = [
-            WindowTags(start_s=round(i * self.window_s, 3),
-                       end_s=round(min((i + 1) * self.window_s, max(clip.duration_s, self.window_s)), 3),
-                       tags=self._top(labels, row, self.max_labels, self.keep_prob))
+            WindowTags(
+                start_s=round(i * self.window_s, 3),
+                end_s=round(min((i + 1) * self.window_s, max(clip.duration_s, self.window_s)), 3),
+                tags=self._top(labels, row, self.max_labels, self.keep_prob),
+            )
             for i, row in enumerate(probs)
         ]
-        return SoundEvents(**self.lineage(clip.clip_id), label_set=f"audioset-{len(labels)}",
-                           window_s=self.window_s, windows=windows,
-                           clip_tags=self._top(labels, probs.max(axis=0), self.clip_top_k, self.keep_prob))
+        return SoundEvents(
+            **self.lineage(clip.clip_id),
+            label_set=f"audioset-{len(labels)}",
+            window_s=self.window_s,
+            windows=windows,
+            clip_tags=self._top(labels, probs.max(axis=0), self.clip_top_k, self.keep_prob),
+        )
 
 
 def content_probs(window: WindowTags) -> dict[str, float]:
@@ -111,17 +132,22 @@ class TaggerDomainExpert(Expert):
         per_window = [content_probs(w) for w in events.windows] or [{"speech": 0.0, "music": 0.0, "sound": 0.0}]
         best = {k: max(p[k] for p in per_window) for k in ("speech", "music", "sound")}
         present = {k: v >= self.threshold for k, v in best.items()}
-        silence = max((t.prob for w in events.windows for t in w.tags if t.label.lower() == SILENCE_LABEL),
-                      default=0.0)
-        features = [NamedValue(name=f"{k}_window_share",
-                               value=round(float(np.mean([p[k] >= self.threshold for p in per_window])), 4))
-                    for k in ("speech", "music", "sound")]
-        features += [NamedValue(name="windows", value=float(len(events.windows))),
-                     NamedValue(name="silence_prob_max", value=round(silence, 4))]
+        silence = max((t.prob for w in events.windows for t in w.tags if t.label.lower() == SILENCE_LABEL), default=0.0)
+        features = [
+            NamedValue(
+                name=f"{k}_window_share", value=round(float(np.mean([p[k] >= self.threshold for p in per_window])), 4)
+            )
+            for k in ("speech", "music", "sound")
+        ]
+        features += [
+            NamedValue(name="windows", value=float(len(events.windows))),
+            NamedValue(name="silence_prob_max", value=round(silence, 4)),
+        ]
         return DomainDecision(
             **self.lineage(clip_id),
             domain=domain_code(present["speech"], present["music"], present["sound"]),  # type: ignore[arg-type]
-            speech_prob=round(best["speech"], 4), music_prob=round(best["music"], 4),
+            speech_prob=round(best["speech"], 4),
+            music_prob=round(best["music"], 4),
             sound_prob=round(best["sound"], 4),
             silent=not any(present.values()) and silence >= self.threshold,
             features=features,

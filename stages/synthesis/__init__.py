@@ -52,7 +52,9 @@ def _schemas(item: str) -> list[dict[str, Any]]:
     caps = [reply_schema(caption_reply(MAX_CHARS[k])) for k in CAPTION_KINDS]
     forms = [reply_schema(instruction_reply(f)) for f in FORMS]
     return {
-        "captions": caps, "qa": [reply_schema(QAItem)], "entailment": [reply_schema(EntailmentReply)],
+        "captions": caps,
+        "qa": [reply_schema(QAItem)],
+        "entailment": [reply_schema(EntailmentReply)],
         "instructions": forms,
         "joint": [reply_schema(JointQA), reply_schema(Hypotheses)]
         + [reply_schema(instruction_reply(f, False)) for f in FORMS],
@@ -75,8 +77,16 @@ def spec(item: str, cfg: SynthesizeSection, llm: LLMSection, items: Sequence[str
         writes = (*sorted(items), "rejections")
     reads = ("evidence", "captions") if item == "entailment" else ("evidence",)
     files = prompt_files(item)
-    return StageSpec(f"synthesize:{item}", STAGE_VERSION, writes=writes, reads=reads, model=llm.model, config=config,
-                     prompt_files=files, prompt_sha=request_sha(files, cfg.prompt_dir, _schemas(item)))
+    return StageSpec(
+        f"synthesize:{item}",
+        STAGE_VERSION,
+        writes=writes,
+        reads=reads,
+        model=llm.model,
+        config=config,
+        prompt_files=files,
+        prompt_sha=request_sha(files, cfg.prompt_dir, _schemas(item)),
+    )
 
 
 def _per_clip(evidence: Sequence[ClipEvidence], fn: Callable[[ClipEvidence], Any], concurrency: int) -> list[Any]:
@@ -90,8 +100,9 @@ class LLMProvider(Protocol):
     def client(self) -> LLM: ...
 
 
-def run(item: str, cfg: SynthesizeSection, llm_cfg: LLMSection, llm: LLMProvider, items: Sequence[str],
-        inputs: Inputs) -> dict[str, list[Any]]:
+def run(
+    item: str, cfg: SynthesizeSection, llm_cfg: LLMSection, llm: LLMProvider, items: Sequence[str], inputs: Inputs
+) -> dict[str, list[Any]]:
     """The stage function: every clip of the shard, `max_concurrency` clips at a time."""
     s = Synth(llm.client(), cfg, llm_cfg.seed)
     evidence = inputs("evidence")
@@ -101,8 +112,10 @@ def run(item: str, cfg: SynthesizeSection, llm_cfg: LLMSection, llm: LLMProvider
         out["rejections"] = [r for o in per_clip for i in items for r in o[i].rejections]
         return out
     if item == "entailment" and "captions" not in inputs.tables():
-        raise ValueError("entailment needs the shard's captions (its premises): include 'captions' in "
-                         "synthesize.items or re-run from a version that has them")
+        raise ValueError(
+            "entailment needs the shard's captions (its premises): include 'captions' in "
+            "synthesize.items or re-run from a version that has them"
+        )
     premises = inputs("captions") if item == "entailment" else []
     fns: dict[str, Callable[[ClipEvidence], Outcome]] = {
         "captions": lambda ev: captions.caption_clip(ev, s),

@@ -27,10 +27,21 @@ def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     prob = ev.num("content.sound_events" if kind == "sound" else f"content.{kind}") or 0.0
     texts = s.phrases("absent")["captions"][kind]
     sha = file_sha("absent", s.cfg.prompt_dir)
-    return [Caption(clip_id=ev.clip_id, domain=ev.domain, prompt_name="absent_rule", prompt_sha=sha, model="rule",
-                    confidence=round(1.0 - prob, 3), item_id=f"{ev.clip_id}:{kind}:{i}", kind=kind, ref_index=i,
-                    text=text)
-            for i, text in enumerate(texts)]
+    return [
+        Caption(
+            clip_id=ev.clip_id,
+            domain=ev.domain,
+            prompt_name="absent_rule",
+            prompt_sha=sha,
+            model="rule",
+            confidence=round(1.0 - prob, 3),
+            item_id=f"{ev.clip_id}:{kind}:{i}",
+            kind=kind,
+            ref_index=i,
+            text=text,
+        )
+        for i, text in enumerate(texts)
+    ]
 
 
 def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
@@ -56,6 +67,14 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
                 out.rejections.append(s.rejection(ev, "captions", prompt, f"{kind} reference {i}: {reason}", raw))
                 continue
             seen.add(reply.caption.lower().rstrip("."))
-            out.rows.append(Caption(**s.lineage(ev, prompt), confidence=reply.confidence,
-                                    item_id=f"{ev.clip_id}:{kind}:{i}", kind=kind, ref_index=i, text=reply.caption))
+            out.rows.append(
+                Caption(
+                    **s.lineage(ev, prompt),
+                    confidence=reply.confidence,
+                    item_id=f"{ev.clip_id}:{kind}:{i}",
+                    kind=kind,
+                    ref_index=i,
+                    text=reply.caption,
+                )
+            )
     return out

@@ -29,8 +29,15 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 class LLM(Protocol):
     model: str
 
-    def complete_json(self, messages: list[dict[str, str]], schema: dict[str, Any], *, max_tokens: int,
-                      temperature: float = ..., seed: int = ...) -> Any: ...
+    def complete_json(
+        self,
+        messages: list[dict[str, str]],
+        schema: dict[str, Any],
+        *,
+        max_tokens: int,
+        temperature: float = ...,
+        seed: int = ...,
+    ) -> Any: ...
 
 
 @dataclass
@@ -61,12 +68,24 @@ class Synth:
         return render_all(ev, self.phrases("evidence"))
 
     def rejection(self, ev: ClipEvidence, table: str, prompt: Prompt, reason: str, raw: str = "") -> Rejection:
-        return Rejection(clip_id=ev.clip_id, table=table, prompt_name=prompt.name, prompt_sha=prompt.sha,
-                         model=self.llm.model, reason=reason, raw=raw[:4000])
+        return Rejection(
+            clip_id=ev.clip_id,
+            table=table,
+            prompt_name=prompt.name,
+            prompt_sha=prompt.sha,
+            model=self.llm.model,
+            reason=reason,
+            raw=raw[:4000],
+        )
 
     def lineage(self, ev: ClipEvidence, prompt: Prompt) -> dict[str, Any]:
-        return {"clip_id": ev.clip_id, "domain": ev.domain, "prompt_name": prompt.name, "prompt_sha": prompt.sha,
-                "model": self.llm.model}
+        return {
+            "clip_id": ev.clip_id,
+            "domain": ev.domain,
+            "prompt_name": prompt.name,
+            "prompt_sha": prompt.sha,
+            "model": self.llm.model,
+        }
 
 
 # ------------------------------------------------------------------------------------ sentence checks
@@ -114,15 +133,22 @@ def reason_of(exc: Exception, limit: int = 500) -> str:
 
 
 # ------------------------------------------------------------------------------------------ the call
-def ask(s: Synth, prompt: Prompt, messages: list[dict[str, str]], schema: dict[str, Any],
-        parse: Callable[[Any], Any], seed: int) -> tuple[Any | None, str, str]:
+def ask(
+    s: Synth,
+    prompt: Prompt,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any],
+    parse: Callable[[Any], Any],
+    seed: int,
+) -> tuple[Any | None, str, str]:
     """Call, validate, repair. Returns (parsed or None, raw text, reason if rejected)."""
     repair = s.phrases("repair")
     history = list(messages)
     raw, reason = "", ""
     for attempt in range(s.cfg.repair_attempts + 1):
-        result = s.llm.complete_json(history, schema, max_tokens=prompt.max_tokens, temperature=prompt.temperature,
-                                     seed=seed + 1000 * attempt)
+        result = s.llm.complete_json(
+            history, schema, max_tokens=prompt.max_tokens, temperature=prompt.temperature, seed=seed + 1000 * attempt
+        )
         raw = result.text or ""
         if result.data is None:
             reason = result.error or repair["not_json"]

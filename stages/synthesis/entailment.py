@@ -47,23 +47,44 @@ def premise_for(clip_id: str, captions: Sequence[Caption]) -> Caption | None:
     return None
 
 
-def hypothesis_rows(ev: ClipEvidence, s: Synth, lineage: dict, reply: EntailmentReply, premise: Caption,
-                    confidence: float) -> list[EntailmentHypothesis]:
-    return [EntailmentHypothesis(**lineage, confidence=confidence, item_id=f"{ev.clip_id}:entailment:{label}",
-                                 premise_kind=premise.kind, premise=premise.text, label=label,
-                                 hypothesis=getattr(reply, label))
-            for label in LABELS]
+def hypothesis_rows(
+    ev: ClipEvidence, s: Synth, lineage: dict, reply: EntailmentReply, premise: Caption, confidence: float
+) -> list[EntailmentHypothesis]:
+    return [
+        EntailmentHypothesis(
+            **lineage,
+            confidence=confidence,
+            item_id=f"{ev.clip_id}:entailment:{label}",
+            premise_kind=premise.kind,
+            premise=premise.text,
+            label=label,
+            hypothesis=getattr(reply, label),
+        )
+        for label in LABELS
+    ]
 
 
 def entailment_clip(ev: ClipEvidence, captions: Sequence[Caption], s: Synth) -> Outcome:
     prompt = s.prompt("entailment")
     premise = premise_for(ev.clip_id, captions)
     if premise is None:
-        return Outcome([], [s.rejection(ev, "entailment", prompt,
-                                        "no long or short caption to use as the premise (see captions rejections)")])
+        return Outcome(
+            [],
+            [
+                s.rejection(
+                    ev, "entailment", prompt, "no long or short caption to use as the premise (see captions rejections)"
+                )
+            ],
+        )
     messages = prompt.render(premise=premise.text, evidence_text=s.notes(ev, "environment"))
-    reply, raw, reason = ask(s, prompt, messages, reply_schema(EntailmentReply),
-                             lambda d: check_entailment_set(EntailmentReply.model_validate(d), premise.text), s.seed)
+    reply, raw, reason = ask(
+        s,
+        prompt,
+        messages,
+        reply_schema(EntailmentReply),
+        lambda d: check_entailment_set(EntailmentReply.model_validate(d), premise.text),
+        s.seed,
+    )
     if reply is None:
         return Outcome([], [s.rejection(ev, "entailment", prompt, reason, raw)])
     return Outcome(hypothesis_rows(ev, s, s.lineage(ev, prompt), reply, premise, reply.confidence), [])

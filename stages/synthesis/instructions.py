@@ -28,7 +28,9 @@ DIMENSION_ORDER = ("Content", "Capitalization", "Symbol", "List Structure", "Len
 def _keyword(ev: ClipEvidence, rule: int, words: dict[str, str]) -> str:
     if rule != 1:
         return words["exclude"]  # rule 2: a word a lazy answer tends to use
-    present = [words[k] for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events")) if ev.present(c)]
+    present = [
+        words[k] for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events")) if ev.present(c)
+    ]
     return present[0] if present else words["none"]
 
 
@@ -42,8 +44,16 @@ def instruction_plan(ev: ClipEvidence, prompt: Prompt, n: int = 3) -> list[dict[
         options = plans[dim]
         opt = options[(start // len(DIMENSION_ORDER) + i) % len(options)]
         content = opt["content"] if "content" in opt else _keyword(ev, opt["rule"], prompt.data["keywords"])
-        out.append({"dimension": dim, "rule": opt["rule"], "rule_content": content, "form": opt["form"],
-                    "constraint": opt["sentence"].format(c=content), "focus": focus[(start + i) % len(focus)]})
+        out.append(
+            {
+                "dimension": dim,
+                "rule": opt["rule"],
+                "rule_content": content,
+                "form": opt["form"],
+                "constraint": opt["sentence"].format(c=content),
+                "focus": focus[(start + i) % len(focus)],
+            }
+        )
     return out
 
 
@@ -71,26 +81,45 @@ def expected_answer(reply: InstructionReply, plan: dict[str, Any]) -> str:
         if form == "wrap":  # the model may have wrapped it itself
             while text.startswith("(") and text.rstrip(".").endswith(")"):
                 text = text.rstrip(".")[1:-1].strip()
-        answer = {"upper": text.upper(), "lower": text.lower(), "wrap": f"({text})",
-                  "strip": _strip_symbols(text)}.get(form, text)
+        answer = {"upper": text.upper(), "lower": text.lower(), "wrap": f"({text})", "strip": _strip_symbols(text)}.get(
+            form, text
+        )
     if not check_rule(answer, plan["rule"], plan["rule_content"]):
         raise ValueError(f"the answer breaks the rule ({plan['constraint']}): {answer[:80]!r}")
     return answer
 
 
-def triple(ev: ClipEvidence, lineage: dict, i: int, plan: dict[str, Any], reply: InstructionReply, answer: str,
-           confidence: float) -> InstructionTriple:
-    return InstructionTriple(**lineage, confidence=confidence, item_id=f"{ev.clip_id}:instruction:{i}",
-                             dimension=plan["dimension"], instruction=f"{reply.question} {plan['constraint']}",
-                             answer=answer, rule=plan["rule"], rule_content=plan["rule_content"])
+def triple(
+    ev: ClipEvidence,
+    lineage: dict,
+    i: int,
+    plan: dict[str, Any],
+    reply: InstructionReply,
+    answer: str,
+    confidence: float,
+) -> InstructionTriple:
+    return InstructionTriple(
+        **lineage,
+        confidence=confidence,
+        item_id=f"{ev.clip_id}:instruction:{i}",
+        dimension=plan["dimension"],
+        instruction=f"{reply.question} {plan['constraint']}",
+        answer=answer,
+        rule=plan["rule"],
+        rule_content=plan["rule_content"],
+    )
 
 
 def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
     prompt = s.prompt("ifeval")
     out = Outcome()
     for i, plan in enumerate(instruction_plan(ev, prompt, n)):
-        messages = prompt.render(evidence_text=s.notes(ev, "long"), focus=plan["focus"], constraint=plan["constraint"],
-                                 reply_format=reply_format(prompt, plan["form"]))
+        messages = prompt.render(
+            evidence_text=s.notes(ev, "long"),
+            focus=plan["focus"],
+            constraint=plan["constraint"],
+            reply_format=reply_format(prompt, plan["form"]),
+        )
 
         def parse(d: Any, p: dict = plan) -> tuple[InstructionReply, str]:
             r = InstructionReply.model_validate(d)
@@ -98,8 +127,9 @@ def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
 
         got, raw, reason = ask(s, prompt, messages, reply_schema(instruction_reply(plan["form"])), parse, s.seed + i)
         if got is None:
-            out.rejections.append(s.rejection(ev, "instructions", prompt,
-                                              f"{plan['dimension']} rule {plan['rule']}: {reason}", raw))
+            out.rejections.append(
+                s.rejection(ev, "instructions", prompt, f"{plan['dimension']} rule {plan['rule']}: {reason}", raw)
+            )
             continue
         reply, answer = got
         out.rows.append(triple(ev, s.lineage(ev, prompt), i, plan, reply, answer, reply.confidence))

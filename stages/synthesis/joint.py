@@ -15,12 +15,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from earmark.schemas.evidence import ClipEvidence
-from earmark.schemas.records import CAPTION_KINDS, Caption, QAPair
+from earmark.schemas.records import CAPTION_KINDS, Caption
 from earmark.stages.synthesis.captions import absent_rows, is_absent
 from earmark.stages.synthesis.common import Outcome, Synth, ask, reason_of
 from earmark.stages.synthesis.entailment import check_entailment_set, hypothesis_rows
 from earmark.stages.synthesis.instructions import expected_answer, instruction_plan, triple
-from earmark.stages.synthesis.qa import qa_plan
+from earmark.stages.synthesis.qa import qa_plan, qa_row
 from earmark.stages.synthesis.replies import (
     MAX_CHARS,
     Hypotheses,
@@ -44,10 +44,12 @@ def joint_clip(ev: ClipEvidence, s: Synth, n_qa: int = 5) -> dict[str, Outcome]:
     qplan, iplan = qa_plan(ev.clip_id, n_qa), instruction_plan(ev, s.prompt("ifeval"))
     qa_text = plan_words["separator"].join(
         plan_words["qa_item"].format(n=i + 1, difficulty=p["difficulty"], focus=qa_prompt.data["focus"][p["category"]])
-        for i, p in enumerate(qplan))
+        for i, p in enumerate(qplan)
+    )
     ins_text = plan_words["separator"].join(
         plan_words["instruction_item"].format(i=i, focus=p["focus"], constraint=p["constraint"])
-        for i, p in enumerate(iplan))
+        for i, p in enumerate(iplan)
+    )
     messages = prompt.render(evidence_text=s.all_notes(ev), qa_plan=qa_text, instruction_plan=ins_text)
     lineage = s.lineage(ev, prompt)
     out = {item: Outcome() for item in ITEMS}
@@ -74,27 +76,32 @@ def joint_clip(ev: ClipEvidence, s: Synth, n_qa: int = 5) -> dict[str, Outcome]:
         seen: set[str] = set()
         for i, text in enumerate((data["captions"].get(kind) or [])[:3]):
             try:
-                cap = caption_reply(MAX_CHARS[kind]).model_validate(
-                    {"caption": text, "confidence": conf}, context={"max_chars": MAX_CHARS[kind]}).caption
+                cap = (
+                    caption_reply(MAX_CHARS[kind])
+                    .model_validate({"caption": text, "confidence": conf}, context={"max_chars": MAX_CHARS[kind]})
+                    .caption
+                )
                 if cap.lower().rstrip(".") in seen:
                     raise ValueError("repeats an earlier reference")
             except _ERRORS as exc:
                 reject("captions", f"{kind} reference {i}: {reason_of(exc, 400)}", str(text))
                 continue
             seen.add(cap.lower().rstrip("."))
-            out["captions"].rows.append(Caption(**lineage, confidence=conf, item_id=f"{ev.clip_id}:{kind}:{i}",
-                                                kind=kind, ref_index=i, text=cap))
+            out["captions"].rows.append(
+                Caption(
+                    **lineage, confidence=conf, item_id=f"{ev.clip_id}:{kind}:{i}", kind=kind, ref_index=i, text=cap
+                )
+            )
     for i, (p, qa) in enumerate(zip(qplan, data["qa"])):
         try:
             item = QAItem.model_validate({**qa, "confidence": conf})
         except _ERRORS as exc:
             reject("qa", f"{p['category']} pair: {reason_of(exc, 400)}", str(qa))
             continue
-        out["qa"].rows.append(QAPair(**lineage, confidence=conf, item_id=f"{ev.clip_id}:qa:{i}", qa_index=i,
-                                     category=p["category"], difficulty=p["difficulty"], question=item.question,
-                                     answer=item.answer))
-    premise = next((c for c in out["captions"].rows if c.kind == "long"), None) or \
-        next((c for c in out["captions"].rows if c.kind == "short"), None)
+        out["qa"].rows.append(qa_row(ev, lineage, i, p, item.question, item.answer, conf))
+    premise = next((c for c in out["captions"].rows if c.kind == "long"), None) or next(
+        (c for c in out["captions"].rows if c.kind == "short"), None
+    )
     try:
         if premise is None:
             raise ValueError("no valid long or short caption to serve as the premise")

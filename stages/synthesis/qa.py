@@ -45,14 +45,30 @@ def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
         return item
 
     for i, p in enumerate(qa_plan(ev.clip_id, n)):
-        messages = prompt.render(evidence_text=s.notes(ev, QA_EVIDENCE[p["category"]]),
-                                 focus=prompt.data["focus"][p["category"]], difficulty=p["difficulty"])
+        messages = prompt.render(
+            evidence_text=s.notes(ev, QA_EVIDENCE[p["category"]]),
+            focus=prompt.data["focus"][p["category"]],
+            difficulty=p["difficulty"],
+        )
         item, raw, reason = ask(s, prompt, messages, reply_schema(QAItem), parse, seed=s.seed + i)
         if item is None:
             out.rejections.append(s.rejection(ev, "qa", prompt, f"{p['category']} pair: {reason}", raw))
             continue
         asked.add(item.question.lower())
-        out.rows.append(QAPair(**s.lineage(ev, prompt), confidence=item.confidence, item_id=f"{ev.clip_id}:qa:{i}",
-                               qa_index=i, category=p["category"], difficulty=p["difficulty"],
-                               question=item.question, answer=item.answer))
+        out.rows.append(qa_row(ev, s.lineage(ev, prompt), i, p, item.question, item.answer, item.confidence))
     return out
+
+
+def qa_row(
+    ev: ClipEvidence, lineage: dict, i: int, plan: dict[str, str], question: str, answer: str, confidence: float
+) -> QAPair:
+    return QAPair(
+        **lineage,
+        confidence=confidence,
+        item_id=f"{ev.clip_id}:qa:{i}",
+        qa_index=i,
+        category=plan["category"],
+        difficulty=plan["difficulty"],
+        question=question,
+        answer=answer,
+    )

@@ -59,8 +59,9 @@ class CaptionReply(Reply):
 @cache
 def caption_reply(max_chars: int) -> type[CaptionReply]:
     """CaptionReply whose caption (and grammar) stops at `max_chars`."""
-    return create_model(f"CaptionReply{max_chars}", __base__=CaptionReply,
-                        caption=(str, Field(min_length=12, max_length=max_chars)))
+    return create_model(
+        f"CaptionReply{max_chars}", __base__=CaptionReply, caption=(str, Field(min_length=12, max_length=max_chars))
+    )
 
 
 class QAItem(Reply):
@@ -83,8 +84,10 @@ class QAItem(Reply):
 def _no_negation(v: str) -> str:
     # the paper's "easy contradiction": negating the premise instead of stating something incompatible
     if m := NEGATION.search(v):
-        raise ValueError(f"the contradiction uses a negation word ({m.group(0)!r}); state something "
-                         "incompatible with the audio instead")
+        raise ValueError(
+            f"the contradiction uses a negation word ({m.group(0)!r}); state something "
+            "incompatible with the audio instead"
+        )
     return v
 
 
@@ -92,7 +95,8 @@ class _HypothesisChecks(Reply):
     """Each hypothesis one whole sentence; the contradiction without a negation word."""
 
     _sentences = field_validator("entailment", "neutral", "contradiction", check_fields=False)(
-        lambda v: check_sentence(v, 5, 30, 180))
+        lambda v: check_sentence(v, 5, 30, 180)
+    )
     _negation = field_validator("contradiction", check_fields=False)(_no_negation)
 
 
@@ -167,13 +171,19 @@ class JointQA(Reply):
 def joint_reply(kinds: tuple[str, ...], n_qa: int, forms: tuple[str, ...]) -> type[Reply]:
     """The joint strategy's one reply: reasoning, 3 captions per kind, n_qa QA pairs, the entailment set
     and one instruction per planned form."""
-    caption_lists = {k: (list[Annotated[str, Field(min_length=12, max_length=MAX_CHARS[k])]],
-                         Field(min_length=3, max_length=3)) for k in kinds}
+    caption_lists = {
+        k: (list[Annotated[str, Field(min_length=12, max_length=MAX_CHARS[k])]], Field(min_length=3, max_length=3))
+        for k in kinds
+    }
     captions = create_model("JointCaptions", __base__=Reply, **caption_lists)
-    instructions = create_model("JointInstructions", __base__=Reply,
-                                **{f"i{i}": (instruction_reply(f, False), ...) for i, f in enumerate(forms)})
+    instructions = create_model(
+        "JointInstructions",
+        __base__=Reply,
+        **{f"i{i}": (instruction_reply(f, False), ...) for i, f in enumerate(forms)},
+    )
     return create_model(
-        "JointReply", __base__=Reply,
+        "JointReply",
+        __base__=Reply,
         reasoning=(str, Field(min_length=40, max_length=2 * REASONING_CHARS)),
         captions=(captions, ...),
         qa=(list[JointQA], Field(min_length=n_qa, max_length=n_qa)),
