@@ -84,6 +84,12 @@ def parser() -> argparse.ArgumentParser:
     _expert_args(b)
     b.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
     b.add_argument(
+        "--until",
+        choices=["ingest", "analyze", "synthesize", "filter", "publish"],
+        default="publish",
+        help="stop after this stage and publish the tables made so far (analyze: expert annotations, no LLM)",
+    )
+    b.add_argument(
         "--strategy",
         choices=["focused", "joint"],
         help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)",

@@ -101,7 +101,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs))}")
     _preflight(cfg)
-    result = run_build(cfg)
+    result = run_build(cfg, args.until)
     summarize(cfg, result)
     return 0
 

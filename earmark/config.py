@@ -67,8 +67,17 @@ class LLMSection(Section):
     max_concurrency: int = Field(1, ge=1, le=256)
     timeout_s: float = Field(300.0, gt=0)
     n_ctx: int = 4096  # embedded server only
-    n_threads: int | None = None  # embedded server only; None = all cores
+    n_threads: int | None = None  # embedded servers only: threads each; None = the cores shared among them
+    embedded_servers: int = Field(0, ge=0, le=16)  # embedded only: single-slot server processes; 0 = one per core
     seed: int = 0  # sampling seed; each prompt file carries its own temperature and max_tokens
+
+
+class EvidenceSection(Section):
+    """What the experts' evidence may say: a fact reaches a prompt, and can support an item's claim, only when
+    its confidence reaches `min_confidence` (a transcript's confidence is its mean word probability × (1 − the
+    hallucination score))."""
+
+    min_confidence: float = Field(0.6, ge=0, le=1)
 
 
 class SynthesizeSection(Section):
@@ -77,13 +86,23 @@ class SynthesizeSection(Section):
     strategy: Literal["focused", "joint"] = "focused"
     items: list[ItemTable] = list(ITEM_TABLES)
     absent_captions: Literal["rule", "llm"] = "rule"
+    # speech / music / sound / environment captions: from the confident facts by rule (no model call; what a
+    # small model can only get wrong), or by the LLM (a capable endpoint)
+    content_captions: Literal["rule", "llm"] = "rule"
+    # a short or long reference the model could not write truthfully (rejected after its repair): written by
+    # rule from the same facts instead ("rule"), or left out ("none")
+    caption_fallback: Literal["rule", "none"] = "rule"
     repair_attempts: int = Field(1, ge=0, le=3)
+    # a reply whose claims the claim audit rejects (earmark.stages.claims) is sent back once with the audit's
+    # reason, like a reply that fails validation; QC audits every item again either way
+    repair_with_audit: bool = True
     prompt_dir: Path | None = None  # a copy of prompts/ to edit; None = the built-in templates
 
 
 class FilterSection(Section):
-    """QC thresholds (earmark/qc.py, earmark/margin.py). Every one enters the qc shard key."""
+    """QC settings (stages/qc.py, stages/margin.py, stages/audit.py). Every one enters the qc shard key."""
 
+    claim_audit: bool = True  # every item's claims judged against its clip's evidence (stages/claims.py)
     min_confidence: float = Field(0.5, ge=0, le=1)
     max_short_words: int = 30
     min_long_words: int = 8
@@ -126,6 +145,7 @@ class Config(BaseSettings):
     ingest: IngestSection = IngestSection()
     analyze: AnalyzeSection = AnalyzeSection()
     llm: LLMSection = LLMSection()
+    evidence: EvidenceSection = EvidenceSection()
     synthesize: SynthesizeSection = SynthesizeSection()
     filter: FilterSection = FilterSection()
     review: ReviewSection = ReviewSection()

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from earmark.experts.audio import samples_16k
+from earmark.experts.audio import samples_16k, speech_only
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.schemas.records import RoomAcoustics, SpeechActivity
 
@@ -177,6 +177,6 @@ class RoomAcousticsExpert(Expert):
             drr_db=drr,
             snr_db=snr_db(x, activity),
             bandwidth_hz=bandwidth_hz(x),
-            plcmos=plcmos(x) if speechy else None,
+            plcmos=plcmos(speech_only(x, activity.segments)) if speechy else None,
             method=METHOD,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from earmark.experts.base import SAMPLE_RATE, ClipAudio
@@ -32,3 +34,12 @@ def samples_16k(clip: ClipAudio) -> np.ndarray:
         x = soxr.resample(x, clip.sample_rate, SAMPLE_RATE).astype(np.float32, copy=False)
     x = np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0)
     return np.ascontiguousarray(np.clip(x, -1.0, 1.0), dtype=np.float32)
+
+
+def speech_only(x: np.ndarray, segments: Sequence[object], pad_s: float = 0.05) -> np.ndarray:
+    """The samples inside VAD speech segments (`start_s`/`end_s`, padded a little), joined: what speech
+    quality models should score, so music, events and silence never count as "poor speech"."""
+    pad = int(pad_s * SAMPLE_RATE)
+    parts = [x[max(0, int(s.start_s * SAMPLE_RATE) - pad) : int(s.end_s * SAMPLE_RATE) + pad] for s in segments]
+    parts = [p for p in parts if p.size]
+    return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)

@@ -63,24 +63,53 @@ def estimate_key(chroma: np.ndarray) -> tuple[str | None, float | None]:
     return key, round(float(np.clip(confidence, 0.0, 1.0)), 4)
 
 
-def tempo_and_beats(x: np.ndarray) -> tuple[float | None, list[float], float | None]:
-    """(tempo in BPM, beat times in s, pulse clarity 0–1) of 16 kHz audio."""
+def octave_confidence(ac: np.ndarray, lag: int) -> float:
+    """How clearly the beat period `lag` beats its octave neighbours (half and double tempo), 0–1.
+
+    Beat trackers often lock onto twice or half the felt tempo (81 → 162 BPM). Each candidate period (the
+    lag, twice it, half it) is scored by the onset envelope's autocorrelation there, weighted by a
+    log-normal tempo prior centred at 110 BPM (as librosa's tempo estimator does); the confidence is the
+    chosen period's share of the best two scores, rescaled so a tie gives 0 and a clear win gives 1.
+    """
+
+    def score(lg: float) -> float:
+        i = int(round(lg))
+        if i < 1 or i >= ac.size - 1:
+            return 0.0
+        bpm = 60.0 * SAMPLE_RATE / (BEAT_HOP * lg)
+        prior = np.exp(-0.5 * (np.log2(bpm / 110.0) / 1.0) ** 2)
+        return max(0.0, float(ac[i - 1 : i + 2].max())) * prior
+
+    own, others = score(lag), sorted((score(lag * 2), score(lag / 2)), reverse=True)
+    if own <= 0:
+        return 0.0
+    return float(np.clip((own / (own + others[0]) - 0.5) / 0.25, 0.0, 1.0))
+
+
+def tempo_and_beats(x: np.ndarray) -> tuple[float | None, list[float], float | None, float | None]:
+    """(tempo in BPM, beat times in s, pulse clarity 0–1, tempo confidence 0–1) of 16 kHz audio.
+
+    The tempo confidence is the pulse clarity times the octave check (`octave_confidence`): a tempo whose
+    half or double fits the onsets about as well is not stated."""
     import librosa
 
     env = librosa.onset.onset_strength(y=x, sr=SAMPLE_RATE, hop_length=BEAT_HOP)
     if env.size < 8 or not np.any(env):
-        return None, [], None
+        return None, [], None, None
     _, beats = librosa.beat.beat_track(onset_envelope=env, sr=SAMPLE_RATE, hop_length=BEAT_HOP)
     times = librosa.frames_to_time(beats, sr=SAMPLE_RATE, hop_length=BEAT_HOP)
     if len(times) < 3:
-        return None, [round(float(t), 3) for t in times], None
+        return None, [round(float(t), 3) for t in times], None, None
     period = float(np.polyfit(np.arange(len(times)), times, 1)[0])
     # Pulse clarity: normalised autocorrelation of the (mean-removed) onset envelope at the beat period.
     e = env - env.mean()
     ac = np.correlate(e, e, mode="full")[e.size - 1 :]
     lag = int(round(period * SAMPLE_RATE / BEAT_HOP))
     clarity = float(ac[lag - 1 : lag + 2].max() / ac[0]) if 0 < lag < ac.size - 1 and ac[0] > 0 else 0.0
-    return round(60.0 / period, 2), [round(float(t), 3) for t in times], round(float(np.clip(clarity, 0, 1)), 4)
+    clarity = float(np.clip(clarity, 0, 1))
+    octave = octave_confidence(ac / ac[0], period * SAMPLE_RATE / BEAT_HOP) if ac[0] > 0 else 0.0
+    beat_times = [round(float(t), 3) for t in times]
+    return round(60.0 / period, 2), beat_times, round(clarity, 4), round(clarity * octave, 4)
 
 
 def loudness_contour(x: np.ndarray, step_s: float = LOUDNESS_STEP_S) -> list[float]:
@@ -131,7 +160,7 @@ class HPSSSeparationExpert(Expert):
 
 
 class LibrosaMusicExpert(Expert):
-    name, version, record, needs = "music", "1", MusicAnalysis, ("domain", "separation")
+    name, version, record, needs = "music", "2", MusicAnalysis, ("domain", "separation")
     backend = "librosa:beat+chroma-ks+bs1770"
 
     def key_config(self) -> dict[str, Any]:
@@ -153,6 +182,7 @@ class LibrosaMusicExpert(Expert):
                 analyzed=False,
                 skipped_reason=reason or "clip shorter than one analysis window",
                 tempo_bpm=None,
+                tempo_confidence=None,
                 beat_times_s=[],
                 beat_strength=None,
                 key=None,
@@ -164,7 +194,7 @@ class LibrosaMusicExpert(Expert):
             )
         import librosa
 
-        tempo, beats, clarity = tempo_and_beats(x)
+        tempo, beats, clarity, tempo_conf = tempo_and_beats(x)
         chroma = librosa.feature.chroma_cqt(y=x, sr=SAMPLE_RATE, hop_length=512).mean(axis=1)
         key, key_conf = estimate_key(chroma)
         shares = {s.stem: s.energy_share for s in sep.stems}
@@ -173,6 +203,7 @@ class LibrosaMusicExpert(Expert):
             analyzed=True,
             skipped_reason=None,
             tempo_bpm=tempo,
+            tempo_confidence=tempo_conf,
             beat_times_s=beats,
             beat_strength=clarity,
             key=key,

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import open_catalog, task_runner
+from earmark.flows.common import StageResult, open_catalog, task_runner
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
@@ -22,12 +22,23 @@ from earmark.flows.synthesize import synthesize_flow
 from earmark.stages.rerun import filter_inputs
 from earmark.storage.shards import remove_stale_temp_files
 
+STAGES = ("ingest", "analyze", "synthesize", "filter", "publish")
+
+
+def _count(res: StageResult) -> dict[str, int]:
+    return {"computed": res.computed, "skipped": res.skipped}
+
 
 @flow(name="build", log_prints=True)
-def build_flow(cfg: Config) -> dict[str, Any]:
+def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
+    """Every stage up to `until`, then a version of the tables made so far (`until="analyze"`: the expert
+    annotations only, no LLM)."""
+    if until not in STAGES:
+        raise ValueError(f"--until must be one of {', '.join(STAGES)}, got {until!r}")
+    stop = STAGES.index(until)
     cat = open_catalog(cfg)
     remove_stale_temp_files(cat.root)
-    run_id = cat.start_run("build", cfg.model_dump(mode="json"))
+    run_id = cat.start_run("build", {**cfg.model_dump(mode="json"), "until": until})
     runner = task_runner(cfg)
     timings: dict[str, float] = {}
     shards: dict[str, dict[str, int]] = {}
@@ -37,52 +48,43 @@ def build_flow(cfg: Config) -> dict[str, Any]:
         t = time.perf_counter()
         ingest = ingest_flow.with_options(task_runner=runner)(cfg, run_id)
         timings["ingest"] = time.perf_counter() - t
-        shards["ingest"] = {"computed": ingest.computed, "skipped": ingest.skipped}
-
-        t = time.perf_counter()
-        experts = analyze_flow.with_options(task_runner=runner)(cfg, ingest.refs, run_id)
-        timings["analyze"] = time.perf_counter() - t
-        for name, res in experts.items():
-            shards[f"analyze:{name}"] = {"computed": res.computed, "skipped": res.skipped}
-
-        t = time.perf_counter()
-        synth = synthesize_flow.with_options(task_runner=runner)(
-            cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
-        )
-        timings["synthesize"] = time.perf_counter() - t
-        for name, res in synth["results"].items():
-            shards[f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
-
-        t = time.perf_counter()
-        qc = filter_flow.with_options(task_runner=runner)(
-            cfg,
-            filter_inputs(
+        shards["ingest"] = _count(ingest)
+        tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
+        if stop >= 1:
+            t = time.perf_counter()
+            experts = analyze_flow.with_options(task_runner=runner)(cfg, ingest.refs, run_id)
+            timings["analyze"] = time.perf_counter() - t
+            for name, res in experts.items():
+                shards[f"analyze:{name}"] = _count(res)
+                tables[name] = res.keys(name)
+        if stop >= 2:
+            t = time.perf_counter()
+            synth = synthesize_flow.with_options(task_runner=runner)(
+                cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
+            )
+            timings["synthesize"] = time.perf_counter() - t
+            for name, res in synth["results"].items():
+                shards[f"synthesize:{name}"] = _count(res)
+                tables[name] = res.keys(name)
+            tables["rejections"] = [k for i in cfg.synthesize.items for k in synth["results"][i].keys("rejections")]
+        if stop >= 3:
+            t = time.perf_counter()
+            inputs = filter_inputs(
                 ingest.refs,
                 {n: r.refs for n, r in experts.items()},
                 synth["results"]["evidence"].refs,
                 {i: synth["results"][i].refs for i in cfg.synthesize.items},
-            ),
-            run_id,
-        )
-        timings["filter"] = time.perf_counter() - t
-        shards["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
-
+            )
+            qc = filter_flow.with_options(task_runner=runner)(cfg, inputs, run_id)
+            timings["filter"] = time.perf_counter() - t
+            shards["filter"] = _count(qc)
+            tables["qc"], tables["claims"] = qc.keys("qc"), qc.keys("claims")
         t = time.perf_counter()
-        tables: dict[str, list[str]] = {
-            "clips": ingest.keys("clips"),
-            "quarantine": ingest.keys("quarantine"),
-            "qc": qc.keys("qc"),
-        }
-        for name, res in experts.items():
-            tables[name] = res.keys(name)
-        for name, res in synth["results"].items():
-            tables[name] = res.keys(name)
-        tables["rejections"] = [k for item in cfg.synthesize.items for k in synth["results"][item].keys("rejections")]
-        if cfg.review.mode != "off":  # human verification before publishing (pauses in "ui" mode)
+        if cfg.review.mode != "off" and stop >= 3:  # human verification before publishing (pauses in "ui" mode)
             review_flow(cfg, tables, run_id)
             timings["review"] = time.perf_counter() - t
             t = time.perf_counter()
-        published = publish_flow(cfg, tables, run_id)
+        published = publish_flow(cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}")
         timings["publish"] = time.perf_counter() - t
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
         status = "ok"
@@ -90,8 +92,8 @@ def build_flow(cfg: Config) -> dict[str, Any]:
         stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards, "llm": synth.get("llm")}
         cat.finish_run(run_id, status, stats)
     get_run_logger().info("build %s: %s", run_id, stats)
-    return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats}
+    return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats, "until": until}
 
 
-def run_build(cfg: Config) -> dict[str, Any]:
-    return build_flow.with_options(task_runner=task_runner(cfg))(cfg)
+def run_build(cfg: Config, until: str = "publish") -> dict[str, Any]:
+    return build_flow.with_options(task_runner=task_runner(cfg))(cfg, until)

@@ -11,6 +11,7 @@ from prefect.artifacts import create_table_artifact
 from earmark.config import Config
 from earmark.flows.common import StageResult, open_catalog, submit, task_runner
 from earmark.metrics.similarity import resolve_sbert, sentence_embedder
+from earmark.schemas import ITEM_TABLES
 from earmark.stages import filter as qc_stage
 from earmark.stages.base import ShardJob, stored
 from earmark.stages.margin import require_clap
@@ -35,6 +36,12 @@ def filter_flow(
         for i, inputs in enumerate(shard_inputs)
     ]
     result = StageResult([f.result() for f in futures])
+    if result.refs:  # one cross-shard job: the same text on clips with different evidence
+        keys = {
+            t: sorted({k for inputs in shard_inputs for k in inputs.get(t, [])}) for t in (*ITEM_TABLES, "evidence")
+        }
+        job = ShardJob(qc_stage.DUPLICATES, qc_stage.run_duplicates, inputs=keys, label="all-shards")
+        result.refs.append(submit(cfg, job, run_id).result())
     if result.refs:
         cat = open_catalog(cfg)
         rows = [r for ref in result.refs for r in stored(cat, ref, "qc")]

@@ -86,7 +86,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
         stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
 
-        tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"))
+        tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"), qc.keys("claims"))
         published = publish_flow(cfg, tables, run_id)
         diffs = version_diff(cat, base, published["version"])
         report = diff_markdown(base, published["version"], diffs, cfg.dataset)

@@ -42,7 +42,7 @@ def synthesize_flow(
     items = list(cfg.synthesize.items)
     existing = existing or {}
     session = llm_session(cfg)
-    ev_spec = evidence.spec(list(expert_refs))
+    ev_spec = evidence.spec(list(expert_refs), cfg.evidence)
     results = {"evidence": StageResult(), **{item: StageResult() for item in items}}
     gen: list[tuple[str, Any]] = []
     ev_futures = []
@@ -51,7 +51,7 @@ def synthesize_flow(
             label = f"shard-{i:04d}"
             ev_job = ShardJob(
                 ev_spec,
-                partial(evidence.run, list(expert_refs)),
+                partial(evidence.run, list(expert_refs), cfg.evidence),
                 label=label,
                 inputs={"clips": [clip_ref.key], **{t: [refs[i].key] for t, refs in expert_refs.items()}},
             )
@@ -91,9 +91,9 @@ def _item_job(
     label: str,
     items: list[str],
 ) -> ShardJob:
-    spec = synthesis.spec(item, cfg.synthesize, cfg.llm, items)
+    spec = synthesis.spec(item, cfg.synthesize, cfg.llm, cfg.evidence, items)
     inputs = {"evidence": [evidence_key], **({"captions": [captions_key]} if captions_key else {})}
-    fn = partial(synthesis.run, item, cfg.synthesize, cfg.llm, session, items)
+    fn = partial(synthesis.run, item, cfg.synthesize, cfg.llm, cfg.evidence, session, items)
     return ShardJob(spec, fn, inputs=inputs, label=label)
 
 

@@ -256,7 +256,10 @@ class LLMClient:
                 self._stats[name] += delta
 
     def _post(self, path: str, body: dict) -> dict:
-        url = self.base_url + path
+        return self._post_to(self.base_url, path, body)
+
+    def _post_to(self, base_url: str, path: str, body: dict) -> dict:
+        url = base_url + path
         last = ""
         retry_after: float | None = None
         for attempt in range(self.max_retries + 1):

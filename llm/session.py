@@ -6,6 +6,7 @@ and evidence did not change starts no server and makes no call.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from pathlib import Path
@@ -15,42 +16,82 @@ from earmark.config import LLMSection
 from earmark.llm import LLMClient, LocalLLMServer, ResponseCache
 
 
+def embedded_servers(cfg: LLMSection) -> int:
+    """How many single-slot embedded servers to run: `embedded_servers`, else one per core (llama.cpp's
+    server answers one request at a time, so parallel requests need parallel processes)."""
+    return cfg.embedded_servers or max(1, os.cpu_count() or 1)
+
+
 class _LazyServerClient(LLMClient):
+    """The embedded llama.cpp servers, started when the first request misses the cache. Requests are routed
+    by their prompt (system + first user message), so the references of one caption kind, which share their
+    prompt, reach the same server and reuse its KV cache."""
+
     def __init__(self, cfg: LLMSection, cache: ResponseCache, log_path: Path | None):
+        self.n_servers = embedded_servers(cfg)
         super().__init__(
             "http://127.0.0.1:9/v1",
             cfg.model,
             cache=cache,
             schema_mode="llama_cpp",
-            max_concurrency=1,
+            max_concurrency=self.n_servers,
             timeout_s=cfg.timeout_s,
         )
         self._cfg = cfg
         self._log_path = log_path
-        self._server: LocalLLMServer | None = None
+        self._servers: list[LocalLLMServer] = []
+        self._busy: list[int] = []
         self._start_lock = threading.Lock()
+
+    @property
+    def concurrency(self) -> int:
+        return self.n_servers
+
+    def _start(self) -> None:
+        threads = self._cfg.n_threads or max(1, (os.cpu_count() or 1) // self.n_servers)
+        for i in range(self.n_servers):
+            log = (
+                None
+                if self._log_path is None
+                else self._log_path.with_name(
+                    self._log_path.name if i == 0 else f"{self._log_path.stem}-{i}{self._log_path.suffix}"
+                )
+            )
+            self._servers.append(
+                LocalLLMServer(self._cfg.model, n_ctx=self._cfg.n_ctx, n_threads=threads, log_path=log).start()
+            )
+            self._busy.append(0)
 
     def _post(self, path: str, body: dict) -> dict:
         with self._start_lock:
-            if self._server is None:
-                # All cores: while synthesis runs, the server is the only thing computing.
-                self._server = LocalLLMServer(
-                    self._cfg.model,
-                    n_ctx=self._cfg.n_ctx,
-                    n_threads=self._cfg.n_threads or os.cpu_count(),
-                    log_path=self._log_path,
-                ).start()
-                self.base_url = self._server.base_url.rstrip("/")
-        return super()._post(path, body)
+            if not self._servers:
+                self._start()
+        i = self._acquire(body)
+        try:
+            return self._post_to(self._servers[i].base_url.rstrip("/"), path, body)
+        finally:
+            with self._start_lock:
+                self._busy[i] -= 1
+
+    def _acquire(self, body: dict) -> int:
+        """The server for this request: the one its prompt prefers (KV cache reuse) when that one is idle,
+        else the least busy."""
+        messages = body.get("messages") or [{}]
+        prompt = "".join(str(m.get("content", "")) for m in messages[:2])
+        preferred = int(hashlib.sha256(prompt.encode()).hexdigest()[:8], 16) % len(self._servers)
+        with self._start_lock:
+            i = preferred if self._busy[preferred] == 0 else min(range(len(self._servers)), key=self._busy.__getitem__)
+            self._busy[i] += 1
+        return i
 
     @property
     def server_started(self) -> bool:
-        return self._server is not None
+        return bool(self._servers)
 
     def close(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-            self._server = None
+        for srv in self._servers:
+            srv.stop()
+        self._servers, self._busy = [], []
         super().close()
 
 

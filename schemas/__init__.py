@@ -2,6 +2,7 @@
 
 from earmark.schemas.arrow import arrow_schema, from_table, to_table
 from earmark.schemas.evidence import ClipEvidence, Fact
+from earmark.schemas.outcomes import ExportFile, ItemClaim, QCResult, ReviewDecision, Score
 from earmark.schemas.records import (
     CAPTION_KINDS,
     DOMAIN_CODES,
@@ -14,18 +15,14 @@ from earmark.schemas.records import (
     Diarization,
     DomainDecision,
     EntailmentHypothesis,
-    ExportFile,
     InstructionTriple,
     MusicAnalysis,
     NISQAScores,
     QAPair,
-    QCResult,
     QuarantineRow,
     Record,
     Rejection,
-    ReviewDecision,
     RoomAcoustics,
-    Score,
     Separation,
     SoundEvents,
     SpeakerAttributes,
@@ -61,6 +58,7 @@ TABLES: dict[str, type[Record]] = {
     "instructions": InstructionTriple,
     "rejections": Rejection,
     "qc": QCResult,
+    "claims": ItemClaim,
     "reviews": ReviewDecision,
     "exports": ExportFile,
     "scores": Score,

@@ -112,12 +112,14 @@ class Transcript(ExpertRecord):
 
 
 class SpeechQuality(ExpertRecord):
-    """DNSMOS P.835 (+ P.808) predicted MOS on a 1–5 scale."""
+    """DNSMOS P.835 (+ P.808) predicted MOS on a 1–5 scale, of the clip's speech only (None without speech)."""
 
-    ovrl_mos: float
-    sig_mos: float
-    bak_mos: float
-    p808_mos: float
+    ovrl_mos: float | None
+    sig_mos: float | None
+    bak_mos: float | None
+    p808_mos: float | None
+    speech_s: float  # seconds of VAD speech scored
+    skipped_reason: str | None
 
 
 class AcousticProfile(ExpertRecord):
@@ -235,6 +237,7 @@ class MusicAnalysis(ExpertRecord):
     analyzed: bool
     skipped_reason: str | None
     tempo_bpm: float | None
+    tempo_confidence: float | None  # pulse clarity × octave check: how safe it is to state the tempo
     beat_times_s: list[float]
     beat_strength: float | None
     key: str | None  # e.g. "A minor"
@@ -328,67 +331,6 @@ class Rejection(Record):
     model: str
     reason: str
     raw: str
-
-
-# ---------------------------------------------------------------------------------------------- filter
-class QCResult(Record):
-    """One check's verdict on one item: datatrove's keep-or-(False, reason), with a score."""
-
-    item_table: str
-    item_id: str
-    clip_id: str
-    check: str
-    keep: bool
-    reason: str | None
-    score: float | None
-
-
-ReviewVerdict = Literal["accept", "reject", "rewrite"]
-
-
-class ReviewDecision(Record):
-    """A person's verdict on one generated item (Audio Entailment's human verification), table `reviews`.
-
-    Decisions never edit item rows: publishing turns them into `human_review` QC rows and, for a rewrite,
-    a new item row (`<item_id>~rev`) written by the reviewer. `item_text` is the text the reviewer saw; a
-    decision applies only while the item still has that text (a regenerated item needs a new review).
-    """
-
-    item_table: str
-    item_id: str
-    clip_id: str
-    decision: ReviewVerdict
-    new_text: str | None
-    item_text: str
-    reviewer: str
-    decided_at: str  # ISO 8601, UTC
-    source: Literal["ui", "file"]
-
-
-class ExportFile(Record):
-    """Table `exports`: one file publish wrote for a version (MECAT JSONL, Audio-Entailment CSV, card, …)."""
-
-    version: str
-    path: str  # relative to the dataset directory
-    format: str
-    rows: int
-    sha256: str
-
-
-# -------------------------------------------------------------------------------------------- evaluate
-class Score(Record):
-    """A per-sample metric value for one prediction."""
-
-    eval_id: str
-    model_name: str
-    dataset_version: str
-    clip_id: str  # the scored key: a clip id (captions), `<clip>_<n>` (MECAT QA), or the clip of `item_id`
-    subtask: str
-    metric: str
-    value: float
-    prediction: str
-    item_id: str | None = None  # entailment / instruction item scored (None for MECAT captions and QA)
-    note: str | None = None  # how the value was decided, e.g. "pred=neutral gold=neutral by=llm"
 
 
 DomainDecision.model_rebuild()

@@ -24,7 +24,8 @@ import numpy as np
 from earmark.metrics.mecat_eval import METRICS as MECAT_METRICS
 from earmark.metrics.mecat_eval import MecatReport, evaluate_mecat, groups_for, load_references, metric_keys
 from earmark.metrics.similarity import mean_reference_cosine
-from earmark.schemas.records import CAPTION_KINDS, QA_CATEGORIES, Score
+from earmark.schemas.outcomes import Score
+from earmark.schemas.records import CAPTION_KINDS, QA_CATEGORIES
 from earmark.stages.publish import kept_items
 from earmark.storage import Catalog
 

@@ -26,7 +26,7 @@ from earmark.llm.client import LLMEndpointError
 from earmark.metrics.entailment import LABELS, entailment_scores, parse_label
 from earmark.metrics.ifeval import check_rule, ifeval_scores, normalize_dimension, parse_judge_rating
 from earmark.prompts import Prompt, load_prompt
-from earmark.schemas.records import Score
+from earmark.schemas.outcomes import Score
 from earmark.stages.publish import kept_items
 from earmark.stages.synthesis.replies import reply_schema
 from earmark.storage import Catalog

@@ -1,8 +1,11 @@
 """evidence stage: the expert tables of one clip folded into a typed `ClipEvidence` (a list of atomic facts).
 
-Every expert table of the clip contributes: the known ones fact by fact, any other (e.g. a paper-profile
-table this module does not know) generically, one fact per scalar field and per label. Numbers are rounded
-to the precision the renderers compare them at, so the evidence sha changes only when a rendered word could.
+Every fact carries a confidence: the expert's own probability where it gives one (tagger, gender, key,
+tempo after the octave check, transcript from word probabilities and the hallucination check), and a
+fixed, documented confidence for measurements (`MEASURED`). Renderers and the claim audit use only facts
+whose confidence reaches `[evidence] min_confidence`; the others stay in the table, visibly unconfident.
+Every expert table contributes: the known ones fact by fact, any other (e.g. a paper-profile table) one
+fact per scalar field and per label.
 """
 
 from __future__ import annotations
@@ -13,26 +16,58 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from earmark.config import EvidenceSection
 from earmark.schemas.evidence import ClipEvidence, Fact
 from earmark.schemas.records import Clip, LabelProb
 from earmark.stages.base import Inputs, StageSpec
 
-EVIDENCE_VERSION = "3"
+EVIDENCE_VERSION = "4"
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
-SPEC_NAME = "evidence"
+# Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
+# clip (DSP levels are exact; blind reverberation and SNR estimates are not; a heuristic clustering less so).
+MEASURED = {
+    "levels.": 1.0,
+    "speech.seconds": 0.9,
+    "speech.ratio": 0.9,
+    "speech.segments": 0.9,
+    "quality.": 0.8,
+    "acoustics.bandwidth_hz": 0.9,
+    "acoustics.snr_db": 0.8,
+    "acoustics.rt60_s": 0.7,
+    "acoustics.drr_db": 0.5,
+    "acoustics.plcmos": 0.7,
+    "music.beats": 0.8,
+    "music.beat_strength": 0.8,
+    "music.harmonic_ratio": 0.8,
+    "music.loudness_range_db": 0.9,
+    "separation.": 0.8,
+    "speaker.speech_s": 0.8,
+    "speaker.pitch_median_hz": 0.8,
+}
+ONE_SPEAKER_CONFIDENCE, MORE_SPEAKERS_CONFIDENCE = 0.75, 0.65  # Resemblyzer clustering on ≤ 10 s
 
 
-def spec(expert_tables: Sequence[str]) -> StageSpec:
-    return StageSpec(SPEC_NAME, EVIDENCE_VERSION, reads=("clips", *sorted(expert_tables)), writes=("evidence",))
+def spec(expert_tables: Sequence[str], cfg: EvidenceSection) -> StageSpec:
+    return StageSpec(
+        "evidence",
+        EVIDENCE_VERSION,
+        reads=("clips", *sorted(expert_tables)),
+        writes=("evidence",),
+        config=cfg.model_dump(),
+    )
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
     return None if x is None else round(float(x), nd)
 
 
+def measured(type_: str) -> float | None:
+    return next((c for prefix, c in MEASURED.items() if type_.startswith(prefix)), None)
+
+
 class _Facts:
-    """Collects facts of one expert record (its table and backend)."""
+    """Collects the facts of one clip, each with its expert table, backend and confidence."""
 
     def __init__(self) -> None:
         self.facts: list[Fact] = []
@@ -49,6 +84,7 @@ class _Facts:
     ) -> None:
         if number is None and value is None:
             return
+        conf = confidence if confidence is not None else measured(type_)
         self.facts.append(
             Fact(
                 type=type_,
@@ -57,7 +93,7 @@ class _Facts:
                 subject=subject,
                 source=rec.expert,
                 backend=rec.backend,
-                confidence=confidence,
+                confidence=None if conf is None else round(float(conf), 3),
             )
         )
 
@@ -70,7 +106,17 @@ class _Facts:
                 self.add(rec, type_, p, lp.label, subject=subject, confidence=p)
 
 
-def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
+def transcript_confidence(asr: Any, check: Any) -> float:
+    """Mean word probability × (1 − the hallucination score): a transcript is quoted only when both the
+    recogniser is sure of its words and nothing suggests Whisper made them up."""
+    probs = [w.prob for w in asr.words]
+    if not probs:
+        return 0.0
+    hallucination = check.hallucination_score if check is not None else 0.5
+    return round(sum(probs) / len(probs) * (1.0 - hallucination), 3)
+
+
+def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection = EvidenceSection()) -> ClipEvidence:
     """Fold the expert records of one clip (by table name; `domain` required) into its facts."""
     f = _Facts()
     dom = records["domain"]
@@ -79,33 +125,20 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
         ("music", dom.music_prob, 1),
         ("sound_events", dom.sound_prob, 2),
     ):
-        p = _r(prob)
-        f.add(dom, f"content.{content}", p, "present" if dom.domain[idx] != "0" else "absent", confidence=p)
-    f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent")
-    for feat in dom.features:
-        f.add(dom, f"signal.{feat.name}", _r(feat.value))
+        present = dom.domain[idx] != "0"
+        p = float(prob)
+        f.add(dom, f"content.{content}", _r(p), "present" if present else "absent", confidence=p if present else 1 - p)
+    f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent", confidence=1.0)
     if (vad := records.get("vad")) is not None:
         f.add(vad, "speech.seconds", _r(vad.speech_s, 2))
         f.add(vad, "speech.ratio", _r(vad.speech_ratio))
         f.add(vad, "speech.segments", float(len(vad.segments)))
-        asr = records.get("asr")
-        if asr is not None and asr.text.strip():
-            probs = [w.prob for w in asr.words]
-            f.add(
-                asr,
-                "speech.transcript",
-                value=asr.text.strip(),
-                confidence=_r(sum(probs) / len(probs)) if probs else None,
-            )
-            f.add(asr, "speech.language", value=asr.language, confidence=_r(asr.language_prob))
-            f.add(asr, "speech.words", float(len(asr.words)))
-            f.add(asr, "speech.words_per_s", _r(len(asr.words) / vad.speech_s, 2) if vad.speech_s > 0 else None)
-            f.add(asr, "speech.no_speech_prob", _r(asr.no_speech_prob))
-            if (chk := records.get("asr_check")) is not None:
-                f.add(chk, "speech.hallucination", _r(chk.hallucination_score), ",".join(chk.flags) or None)
-    if (q := records.get("dnsmos")) is not None:
-        for name, v in (("dnsmos_ovrl", q.ovrl_mos), ("dnsmos_sig", q.sig_mos), ("dnsmos_bak", q.bak_mos)):
-            f.add(q, f"quality.{name}", _r(v, 2))
+        for seg in vad.segments[:MAX_LIST]:
+            f.add(vad, "speech.segment", _r(seg.end_s - seg.start_s, 2), subject=f"{seg.start_s:.1f}-{seg.end_s:.1f}")
+        _transcript(f, records.get("asr"), records.get("asr_check"), vad)
+    if (q := records.get("dnsmos")) is not None and q.ovrl_mos is not None:  # speech quality only of speech
+        for name in ("ovrl_mos", "sig_mos", "bak_mos"):
+            f.add(q, f"quality.dnsmos_{name.split('_')[0]}", _r(getattr(q, name), 2))
     if (lv := records.get("levels")) is not None:
         f.add(lv, "levels.lufs", _r(lv.lufs, 1))
         f.add(lv, "levels.rms_dbfs", _r(lv.rms_dbfs, 1))
@@ -116,7 +149,7 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
     if (tags := records.get("tags")) is not None:
         f.labels(tags, "sound_tags.clip", tags.clip_tags, 0.05)
         for w in tags.windows[:MAX_LIST]:
-            f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}")
+            f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
     _music(f, records.get("music"), records.get("separation"))
     if (ac := records.get("acoustics")) is not None:
         for name, v in (
@@ -147,10 +180,30 @@ def build_evidence(clip: Clip, records: Mapping[str, Any]) -> ClipEvidence:
     return _record(clip, dom.domain, f.facts)
 
 
+def _transcript(f: _Facts, asr: Any, check: Any, vad: Any) -> None:
+    if asr is None or not asr.text.strip():
+        return
+    conf = transcript_confidence(asr, check)
+    f.add(asr, "speech.transcript", value=asr.text.strip(), confidence=conf)
+    # tiny.en and other English-only models cannot identify a language: their "en" is not a finding
+    lid = 0.0 if ".en" in asr.backend else asr.language_prob
+    f.add(asr, "speech.language", value=asr.language, confidence=lid)
+    f.add(asr, "speech.words", float(len(asr.words)), confidence=conf)
+    f.add(
+        asr, "speech.words_per_s", _r(len(asr.words) / vad.speech_s, 2) if vad.speech_s > 0 else None, confidence=conf
+    )
+    f.add(asr, "speech.no_speech_prob", _r(asr.no_speech_prob))
+    if check is not None:
+        f.add(
+            check, "speech.hallucination", _r(check.hallucination_score), ",".join(check.flags) or None, confidence=1.0
+        )
+
+
 def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     if dia is None or dia.skipped_reason is not None:
         return
-    f.add(dia, "speakers.count", float(dia.n_speakers))
+    n = dia.n_speakers
+    f.add(dia, "speakers.count", float(n), confidence=ONE_SPEAKER_CONFIDENCE if n == 1 else MORE_SPEAKERS_CONFIDENCE)
     people = {p.speaker: p for p in spk.speakers} if spk is not None else {}
     for name in sorted({t.speaker for t in dia.turns}):
         f.add(
@@ -169,10 +222,10 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
 def _music(f: _Facts, mus: Any, sep: Any) -> None:
     if mus is None or not mus.analyzed:
         return
-    f.add(mus, "music.tempo_bpm", _r(mus.tempo_bpm, 1))
+    f.add(mus, "music.tempo_bpm", _r(mus.tempo_bpm, 1), confidence=mus.tempo_confidence or 0.0)
     f.add(mus, "music.beats", float(len(mus.beat_times_s)))
     f.add(mus, "music.beat_strength", _r(mus.beat_strength))
-    f.add(mus, "music.key", value=mus.key, confidence=_r(mus.key_confidence))
+    f.add(mus, "music.key", value=mus.key, confidence=mus.key_confidence or 0.0)
     f.add(mus, "music.harmonic_ratio", _r(mus.harmonic_ratio))
     f.labels(mus, "music.tag", mus.tags)
     contour = mus.loudness_contour_db
@@ -209,7 +262,7 @@ def _record(clip: Clip, domain: str, facts: list[Fact]) -> ClipEvidence:
     )
 
 
-def run(expert_tables: Sequence[str], inputs: Inputs) -> dict[str, list[ClipEvidence]]:
+def run(expert_tables: Sequence[str], cfg: EvidenceSection, inputs: Inputs) -> dict[str, list[ClipEvidence]]:
     """The stage function: one ClipEvidence per clip that has a domain decision (the analyze tables say why
     another has none)."""
     by_table = {t: {r.clip_id: r for r in inputs(t)} for t in expert_tables}
@@ -217,7 +270,7 @@ def run(expert_tables: Sequence[str], inputs: Inputs) -> dict[str, list[ClipEvid
     for clip in inputs("clips"):
         records = {t: by_clip.get(clip.clip_id) for t, by_clip in by_table.items()}
         if records.get("domain") is not None:
-            out.append(build_evidence(clip, {t: r for t, r in records.items() if r is not None}))
+            out.append(build_evidence(clip, {t: r for t, r in records.items() if r is not None}, cfg))
     return {"evidence": out}
 
 
@@ -230,19 +283,20 @@ def evidence_of(
     probs: Sequence[float] | None = None,
 ) -> ClipEvidence:
     """Evidence written by hand (tests, benchmarks with planted defects): `values` maps a fact type to a
-    number, a text, or {label: probability}; `subject@type` keys set a subject ("S1@speaker.gender").
-    The content facts follow the domain code (probability 0.9 present / 0.1 absent unless `probs`)."""
+    number, a text, or {label: probability}; `subject@type` keys set a subject ("S1@speaker.gender"). The
+    content facts follow the domain code (probability 0.95 present / 0.05 absent unless `probs`); a value
+    given as (number_or_text, confidence) sets the confidence, otherwise measurements get `MEASURED`'s."""
     facts = []
     for idx, content in enumerate(("speech", "music", "sound_events")):
         present = domain[idx] != "0"
-        p = probs[idx] if probs is not None else (0.9 if present else 0.1)
+        p = probs[idx] if probs is not None else (0.95 if present else 0.05)
         facts.append(
             Fact(
                 type=f"content.{content}",
                 value="present" if present else "absent",
                 number=p,
                 source="domain",
-                confidence=p,
+                confidence=p if present else 1 - p,
             )
         )
     facts.append(
@@ -251,18 +305,21 @@ def evidence_of(
             value="silent" if domain == "000" else "not silent",
             number=1.0 if domain == "000" else 0.0,
             source="domain",
+            confidence=1.0,
         )
     )
     for key, value in (values or {}).items():
         subject, _, type_ = key.rpartition("@")
-        source = type_.split(".")[0]
-        common = {"type": type_, "subject": subject or None, "source": source}
+        common = {"type": type_, "subject": subject or None, "source": type_.split(".")[0]}
+        conf = measured(type_)
+        if isinstance(value, tuple):
+            value, conf = value
         if isinstance(value, Mapping):
             facts += [Fact(**common, value=label, number=p, confidence=p) for label, p in value.items()]
         elif isinstance(value, str):
-            facts.append(Fact(**common, value=value))
+            facts.append(Fact(**common, value=value, confidence=1.0 if conf is None else conf))
         elif value is not None:
-            facts.append(Fact(**common, number=float(value)))
+            facts.append(Fact(**common, number=float(value), confidence=conf))
     return _record(
         Clip(
             clip_id=clip_id,

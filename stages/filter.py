@@ -13,6 +13,7 @@ from collections.abc import Callable
 from earmark.config import Config
 from earmark.prompts import load_phrases, request_sha
 from earmark.schemas import ITEM_TABLES
+from earmark.stages.audit import audit_items, duplicate_items
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, decode_clip, margin_checks, require_clap, threshold
 from earmark.stages.qc import STAGE_VERSION, ClipContext, run_checks
@@ -38,11 +39,13 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
         },
         "sbert": sbert_name,
         "clap": f.clap_model if f.margin_backend == "clap" else None,
+        "claim_audit": f.claim_audit,
+        "min_confidence": cfg.evidence.min_confidence,
     }
     return StageSpec(
         "filter",
         STAGE_VERSION,
-        writes=("qc",),
+        writes=("qc", "claims"),
         reads=READS,
         config=config,
         prompt_files=("evidence",),
@@ -85,4 +88,18 @@ def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str,
             evidence = {e.clip_id: e for e in inputs("evidence")}
             backend = EvidenceSbertBackend(evidence, embed, load_phrases("evidence", cfg.synthesize.prompt_dir))
         rows += margin_checks(items["captions"], backend, f)
-    return {"qc": rows}
+    claims: list = []
+    if f.claim_audit:
+        evidence = {e.clip_id: e for e in inputs("evidence")}
+        audited, claims = audit_items(items, evidence, cfg.evidence.min_confidence)
+        rows += audited
+    return {"qc": rows, "claims": claims}
+
+
+DUPLICATES = StageSpec("filter:duplicates", STAGE_VERSION, writes=("qc",), reads=(*ITEM_TABLES, "evidence"))
+
+
+def run_duplicates(inputs: Inputs) -> dict[str, list]:
+    """The cross-shard stage: items whose text repeats on clips with different evidence."""
+    evidence = {e.clip_id: e for e in inputs("evidence")}
+    return {"qc": duplicate_items({t: inputs(t) for t in ITEM_TABLES}, evidence)}

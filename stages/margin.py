@@ -31,7 +31,8 @@ import numpy as np
 from earmark.config import FilterSection
 from earmark.prompts import Phrases
 from earmark.schemas.evidence import ClipEvidence
-from earmark.schemas.records import Caption, QCResult
+from earmark.schemas.outcomes import QCResult
+from earmark.schemas.records import Caption
 from earmark.stages.render import render
 
 PAPER_THRESHOLD = 6.0  # MECAT: "exceeds … by an empirically set threshold of 6" (cosine × 100)
@@ -75,7 +76,7 @@ class EvidenceSbertBackend(MarginBackend):
         return self.embed(texts)
 
 
-_NOT_THERE = re.compile(r": (absent|unknown)$|^- no |could not be made out|possibly present")
+_NOT_THERE = re.compile(r"^- no |cannot be made out")
 
 
 def evidence_text(ev: ClipEvidence, kind: str, phrases: Phrases) -> str:
@@ -88,7 +89,7 @@ def evidence_text(ev: ClipEvidence, kind: str, phrases: Phrases) -> str:
         parts = [render(ev, kind, phrases)]
     lines = list(dict.fromkeys(ln for p in parts for ln in p.splitlines() if ln.strip() and not _NOT_THERE.search(ln)))
     text = " ".join(ln.lstrip("- ").rstrip(".") + "." for ln in lines)
-    return re.sub(r"</?transcript>", '"', text).replace("transcript:", "someone says") or "silence."
+    return re.sub(r"</?transcript>", '"', text).replace("the words:", "someone says") or "silence."
 
 
 class ClapBackend(MarginBackend):

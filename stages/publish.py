@@ -182,6 +182,29 @@ def _rows(path: Path) -> int:
     return n - 1 if path.suffix == ".csv" else n
 
 
+def _claims_table(cat: Catalog, version: str) -> list[str]:
+    audited = cat.query(
+        f"SELECT item_table, count(*), count(*) FILTER (WHERE keep) FROM {version}.qc "
+        "WHERE \"check\" = 'claim_audit' GROUP BY 1 ORDER BY 1"
+    )
+    claims = dict(
+        ((t, v), n)
+        for t, v, n in cat.query(f"SELECT item_table, verdict, count(*) FROM {version}.claims GROUP BY 1, 2")
+    )
+    if not audited:
+        return ["No claim audit in this version."]
+    rows = [
+        "| items | audited | kept by the audit | claims supported | unsupported | contradicted |",
+        "|---|---|---|---|---|---|",
+    ]
+    for table, n, kept in audited:
+        rows.append(
+            f"| {table} | {n} | {kept} | {claims.get((table, 'supported'), 0)} | "
+            f"{claims.get((table, 'unsupported'), 0)} | {claims.get((table, 'contradicted'), 0)} |"
+        )
+    return rows
+
+
 def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
     dom = cat.query(f"SELECT domain, count(*) FROM {version}.domain GROUP BY 1 ORDER BY 1")
     q = cat.query(f"SELECT count(*) FROM {version}.quarantine")[0][0]
@@ -215,6 +238,12 @@ def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
         "| table | check | rejected |",
         "|---|---|---|",
         *[f"| {t} | {c} | {n} |" for t, c, n in rej],
+        "",
+        "## Claim audit",
+        "",
+        "Every claim an item makes, judged against its clip's confident expert facts (stages/claims.py).",
+        "",
+        *_claims_table(cat, version),
         "",
         "## Human review",
         "",

@@ -3,9 +3,10 @@
 After datatrove's filters: a check is a small function, and its verdict on *every* item is written to the
 `qc` table, kept or not, so a threshold can be re-examined with a query instead of a re-run. An item is
 published when all of its checks keep it. The rule checks here follow MECAT's rule-based filtering (LLM
-confidence, domain consistency, Whisper hallucination removal) and add what the entailment and IFEval
-items need (expected answers that pass their own rule, hypotheses that are not duplicates). The model-based
-audio–text margin filter is `earmark/margin.py`.
+confidence, Whisper hallucination removal) and add what the entailment and IFEval items need (expected
+answers that pass their own rule, hypotheses that are not duplicates). Whether an item is *true* — every
+claim checked against its clip's evidence — is the claim audit (stages/audit.py); the model-based
+audio–text margin filter is stages/margin.py.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ import numpy as np
 
 from earmark.config import FilterSection
 from earmark.metrics.ifeval import check_rule
-from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, Rejection
+from earmark.schemas.outcomes import QCResult
+from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 
-STAGE_VERSION = "2"
+STAGE_VERSION = "3"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
@@ -35,31 +37,7 @@ ITEM_TEXT: dict[str, tuple[str, ...]] = {
     "instructions": ("instruction", "answer"),
 }
 
-_ABSENCE = {
-    "speech": re.compile(
-        r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(speech|speaking|spoken|voices?|talking|words?|speakers?|dialogue)\b|\bno one (is )?(speaking|talking)\b|\bsilent\b",
-        re.I,
-    ),
-    "music": re.compile(
-        r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(music|musical|melod\w*|instruments?|songs?)\b", re.I
-    ),
-    "sound": re.compile(r"\b(no|without|absence of|absent|lacks?)\b[^.]{0,40}\b(sounds?|events?|noises?)\b", re.I),
-}
-# Short and long captions mention several kinds of content in one sentence ("no music, just a man
 # talking"), so only an absence word right before the content word counts there.
-_CLAIMED_ABSENT = {
-    "speech": re.compile(
-        r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(speech|voices?|talking|speaking|dialogue|spoken words|speakers?)\b|\bno one (is )?(speaking|talking)\b|\bnobody (is )?(speaking|talking)\b",
-        re.I,
-    ),
-    "music": re.compile(
-        r"\b(no|without|absence of|lacks?|lacking)\s+(\w+\s+){0,2}?(music|musical instruments?|melod\w*|songs?)\b", re.I
-    ),
-    "sound": re.compile(
-        r"\b(no|without|absence of|lacks?|lacking)\s+(other\s+)?(sound events?|background sounds?|other sounds)\b", re.I
-    ),
-}
-_CONTENT_INDEX = {"speech": 0, "music": 1, "sound": 2}
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{1,200})[\"“”']")
 
 
@@ -108,25 +86,6 @@ def check_length(item: Caption, s: FilterSection) -> Verdict:
     if item.kind == "long" and n < s.min_long_words:
         return False, f"long caption has {n} words < {s.min_long_words}", float(n)
     return True, None, float(n)
-
-
-def check_domain_consistency(item: Caption, s: FilterSection) -> Verdict:
-    """A content caption says its content is absent exactly when the domain decision says so; a short or
-    long caption never claims absent what the domain decision found."""
-    if item.kind in ("short", "long"):
-        for kind, idx in _CONTENT_INDEX.items():
-            if item.domain[idx] != "0" and _CLAIMED_ABSENT[kind].search(item.text):
-                return False, f"{item.kind} caption claims no {kind} on a {item.domain} clip", 0.0
-        return True, None, 1.0
-    if item.kind not in _CONTENT_INDEX:
-        return True, None, None
-    present = item.domain[_CONTENT_INDEX[item.kind]] != "0"
-    claims_absent = bool(_ABSENCE[item.kind].search(item.text))
-    if present and claims_absent:
-        return False, f"{item.kind} caption claims no {item.kind} on a {item.domain} clip", 0.0
-    if not present and not claims_absent:
-        return False, f"{item.kind} caption describes {item.kind} on a {item.domain} clip without it", 0.0
-    return True, None, 1.0
 
 
 def check_answer_not_question(item: QAPair, s: FilterSection) -> Verdict:
@@ -183,7 +142,6 @@ def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: Filt
 CAPTION_CHECKS: dict[str, Callable[[Caption, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "length": check_length,
-    "domain_consistency": check_domain_consistency,
 }
 QA_CHECKS: dict[str, Callable[[QAPair, FilterSection], Verdict]] = {
     "confidence": check_confidence,

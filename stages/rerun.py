@@ -14,7 +14,18 @@ from earmark.schemas import ITEM_TABLES
 from earmark.storage import Catalog, ShardRef
 
 STAGES = ("analyze", "synthesize", "filter")
-NOT_EXPERTS = {"clips", "quarantine", "evidence", "qc", "rejections", "reviews", "exports", "scores", *ITEM_TABLES}
+NOT_EXPERTS = {
+    "clips",
+    "quarantine",
+    "evidence",
+    "qc",
+    "claims",
+    "rejections",
+    "reviews",
+    "exports",
+    "scores",
+    *ITEM_TABLES,
+}
 
 
 @dataclass
@@ -83,6 +94,7 @@ def version_tables(
     evidence: Sequence[str],
     items: Mapping[str, Sequence[ShardRef]],
     qc: Sequence[str],
+    claims: Sequence[str] = (),
 ) -> dict[str, list[str]]:
     """The shard set of a re-run's version: the base version's, with the re-run stages' shards replaced."""
     tables = {t: list(keys) for t, keys in g.shards.items()}
@@ -91,4 +103,5 @@ def version_tables(
     tables.update({item: [r.key for r in refs] for item, refs in items.items()})
     tables["rejections"] = sorted({r.key for refs in items.values() for r in refs})
     tables["qc"] = list(qc)
+    tables["claims"] = list(claims)
     return tables

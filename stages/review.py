@@ -26,7 +26,8 @@ from pathlib import Path
 
 from earmark.config import FilterSection
 from earmark.schemas import ITEM_TABLES, TABLES, from_table
-from earmark.schemas.records import QCResult, Record, ReviewDecision
+from earmark.schemas.outcomes import QCResult, ReviewDecision
+from earmark.schemas.records import Record
 from earmark.stages.base import StageSpec
 from earmark.stages.qc import check_ifeval_answer
 from earmark.storage import Catalog

@@ -66,7 +66,7 @@ def test_catalog_answers_the_benchmark_questions(built):
     rejected = {
         (r[0], r[1])
         for r in con.execute(
-            "SELECT clip_id, replace(prompt_name, 'caption_', '') FROM rejections WHERE \"table\" = 'captions'"
+            "SELECT clip_id, split_part(reason, ' ', 1) FROM rejections WHERE \"table\" = 'captions'"
         ).fetchall()
     }
     for clip_id, kind, refs in kinds:
@@ -164,3 +164,17 @@ def test_rerun_after_editing_only_the_entailment_prompt_regenerates_only_entailm
 
     again = run_rerun(cfg2, "synthesize", ["entailment"])  # nothing changed since: no call, same version
     assert not again["created"] and again["version"] == out["version"] and again["llm"]["calls"] == 0
+
+
+def test_until_analyze_publishes_the_expert_annotations_only(built):
+    cfg, first, _, _ = built
+    got = run_build(cfg, until="analyze")
+    assert got["created"] and got["until"] == "analyze" and got["llm"] is None
+    assert not any(stage.startswith(("synthesize", "filter")) for stage in got["shards"])
+    con = _con(cfg)
+    v = got["version"]
+    assert con.execute(f"SELECT count(*) FROM {v}.captions").fetchone()[0] == 0
+    rows = con.execute(f"SELECT c.source_path, d.domain FROM {v}.clips c JOIN {v}.domain d USING (clip_id)").fetchall()
+    assert rows and all(path and domain for path, domain in rows)
+    again = run_build(cfg)  # the full build again: every shard reused, its version back
+    assert sum(n["computed"] for s, n in again["shards"].items() if s != "publish") == 0 and again["created"]

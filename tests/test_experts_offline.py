@@ -271,6 +271,14 @@ def test_music_tempo_key_and_hpss() -> None:
     assert len(rows["am100"].loudness_contour_db) == 16 and rows["am100"].tags == [] and rows["am100"].tagger is None
     talk = rows["talk"]
     assert not talk.analyzed and "no music" in talk.skipped_reason and talk.tempo_bpm is None
+    # the octave check: 100 BPM is stated with confidence; a 162 BPM metronome fits 81 BPM as well, so its
+    # tempo is measured but not confident enough to state (no "81 → 162" errors reach a caption)
+    assert rows["am100"].tempo_confidence > 0.5
+    fast = LibrosaMusicExpert().analyze(
+        [ClipAudio("f", 0.3 * _clicks(162, 8.0) + 0.15 * _chord([57, 60, 64], 8.0))],
+        {"domain": {"f": _domain("f", "0M0")}, "separation": {"f": sep["am100"]}},
+    )[0]
+    assert fast.tempo_bpm == pytest.approx(162, rel=0.03) and fast.tempo_confidence < 0.3
     assert sep["talk"].stems == [] and sep["talk"].vocals_speech_s is None
 
 
@@ -364,6 +372,6 @@ def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diari
     assert table.schema == arrow_schema(ClipEvidence) and table.to_pylist()[0]["facts"][0]["type"] == "content.speech"
     speech_view, env_view = render(ev, "speech"), render(ev, "environment")
     assert "two different speakers" in speech_view and "male voice" in speech_view and "female voice" in speech_view
-    assert "room:" in env_view and "frequency range:" in env_view
-    for kind in ("short", "long", "speech", "music", "sound", "environment", "qa"):
+    assert any(w in env_view for w in ("echo", "noisy", "clean", "quiet", "loud")) and "full-range" in env_view
+    for kind in ("short", "long", "speech", "music", "sound", "environment"):
         assert not any(ch.isdigit() for ch in render(ev, kind)), kind

@@ -138,12 +138,17 @@ def test_asr_without_vad_context_names_the_fix(clips: dict[str, ClipAudio]) -> N
 
 
 # ------------------------------------------------------------------------------------------- dnsmos
-def test_dnsmos_prefers_clean_speech(clips: dict[str, ClipAudio]) -> None:
-    clean, noisy = DNSMOSExpert().analyze([clips["speech"], clips["noisy_speech"]], {})
+def test_dnsmos_prefers_clean_speech_and_scores_only_speech(clips: dict[str, ClipAudio], vad_records) -> None:
+    # the noisy clip holds the same speech at the same times: score it where the clean clip's VAD found speech
+    vad = {**vad_records, "noisy_speech": vad_records["speech"].model_copy(update={"clip_id": "noisy_speech"})}
+    clean, noisy, tone = DNSMOSExpert().analyze([clips["speech"], clips["noisy_speech"], clips["sine"]], {"vad": vad})
     for r in (clean, noisy):
         assert all(1.0 <= v <= 5.0 for v in (r.ovrl_mos, r.sig_mos, r.bak_mos, r.p808_mos)), r
+        assert r.skipped_reason is None and 0 < r.speech_s <= 10
     assert clean.ovrl_mos > noisy.ovrl_mos + 0.5
     assert clean.bak_mos > noisy.bak_mos  # the noise is in the background score
+    # no speech: no speech-quality score at all (not a "poor" one)
+    assert tone.ovrl_mos is None and tone.bak_mos is None and "VAD speech" in tone.skipped_reason
 
 
 # ----------------------------------------------------------------------------------------- robustness

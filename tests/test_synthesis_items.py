@@ -99,8 +99,8 @@ def test_instruction_plan_spans_dimensions_and_expected_answers_pass_their_rule(
                 answer="A man talks over soft guitar music in a small room today, clearly "
                 "and slowly, with a warm voice and a calm steady pace throughout.",
                 items=["a man talking", "a guitar", "a small room"],
-                sound_source="a man",
-                setting="a small room",
+                main_sound="a man",
+                recording="a small room",
                 confidence=0.8,
             )
             try:
@@ -112,6 +112,26 @@ def test_instruction_plan_spans_dimensions_and_expected_answers_pass_their_rule(
     assert seen == set(DIMENSION_ORDER)
 
 
+def test_entailment_hypotheses_that_fail_the_audit_are_sent_back_with_the_reason():
+    ev = _ev("S0A")
+    wrong = _hyps(
+        "A woman is talking in the recording.",
+        "The man is reading aloud in a library.",
+        "A woman sings a song in a silent room.",
+    )  # the voice is confidently male: not entailed
+    right = _hyps(
+        "A man is talking in the recording.",
+        "The man is reading aloud in a library.",
+        "A woman sings a song in a silent room.",
+    )
+    llm = ScriptedLLM([wrong, right])
+    out = entailment_clip(ev, [_caption(ev.clip_id)], synth(llm, audit=True))
+    assert [r.hypothesis for r in out.rows] == [right["entailment"], right["neutral"], right["contradiction"]]
+    assert "the entailed hypothesis must be supported by the evidence" in llm.calls[1][-1]["content"]
+    out = entailment_clip(ev, [_caption(ev.clip_id)], synth(ScriptedLLM([wrong, wrong]), audit=True))
+    assert not out.rows and "entailed hypothesis" in out.rejections[0].reason
+
+
 def test_instructions_repair_a_broken_content_rule_then_keep_it():
     ev = _ev("S00", clip_id="00000000aaaa")
     plans = instruction_plan(ev)
@@ -121,7 +141,7 @@ def test_instructions_repair_a_broken_content_rule_then_keep_it():
         if plan["form"] == "list":
             replies.append({**base, "items": ["a voice", "a room", "silence"]})
         elif plan["form"] == "json":
-            replies.append({**base, "sound_source": "a woman", "setting": "an office"})
+            replies.append({**base, "main_sound": "a woman", "recording": "an office"})
         elif plan["rule"] == 12:
             lo = int(plan["rule_content"].split("-")[0])
             replies += [{**base, "answer": "A voice."}, {**base, "answer": " ".join(["word"] * lo) + "."}]
@@ -152,8 +172,8 @@ def test_joint_schema_and_partial_acceptance():
             "question": "What do you hear in the clip?",
             "answer": "A man speaks calmly in a room.",
             "items": ["a man", "a room", "a voice"],
-            "sound_source": "a man",
-            "setting": "a room",
+            "main_sound": "a man",
+            "recording": "a room",
         }
         for i in range(len(plans))
     }

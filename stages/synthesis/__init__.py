@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from earmark.config import LLMSection, SynthesizeSection
+from earmark.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.prompts import request_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS
@@ -40,11 +40,11 @@ FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
 
 _FILES: dict[str, tuple[str, ...]] = {
-    "captions": (*captions.PROMPTS, "absent"),
+    "captions": (*captions.PROMPTS, "absent", "content_captions"),
     "qa": qa.PROMPTS,
     "entailment": entailment.PROMPTS,
     "instructions": instructions.PROMPTS,
-    "joint": (*joint.PROMPTS, "absent"),
+    "joint": (*joint.PROMPTS, "absent", "content_captions"),
 }
 
 
@@ -66,11 +66,20 @@ def prompt_files(item: str) -> tuple[str, ...]:
     return (*_FILES[item], *SHARED_FILES)
 
 
-def spec(item: str, cfg: SynthesizeSection, llm: LLMSection, items: Sequence[str] = ITEM_TABLES) -> StageSpec:
+def spec(
+    item: str, cfg: SynthesizeSection, llm: LLMSection, evidence: EvidenceSection, items: Sequence[str] = ITEM_TABLES
+) -> StageSpec:
     """The stage of one item type ("joint": every item type in `items` from one reply per clip)."""
     if item not in (*ITEM_TABLES, "joint"):
         raise ValueError(f"unknown item type {item!r}; use one of {', '.join(ITEM_TABLES)}")
-    config: dict[str, Any] = {"seed": llm.seed, "repair": cfg.repair_attempts, "absent": cfg.absent_captions}
+    config: dict[str, Any] = {
+        "seed": llm.seed,
+        "repair": cfg.repair_attempts,
+        "absent": cfg.absent_captions,
+        "content": cfg.content_captions,
+        "fallback": cfg.caption_fallback,
+        "min_confidence": evidence.min_confidence,
+    }
     writes: tuple[str, ...] = (item, "rejections")
     if item == "joint":
         config["items"] = sorted(items)
@@ -101,13 +110,21 @@ class LLMProvider(Protocol):
 
 
 def run(
-    item: str, cfg: SynthesizeSection, llm_cfg: LLMSection, llm: LLMProvider, items: Sequence[str], inputs: Inputs
+    item: str,
+    cfg: SynthesizeSection,
+    llm_cfg: LLMSection,
+    evidence_cfg: EvidenceSection,
+    llm: LLMProvider,
+    items: Sequence[str],
+    inputs: Inputs,
 ) -> dict[str, list[Any]]:
-    """The stage function: every clip of the shard, `max_concurrency` clips at a time."""
-    s = Synth(llm.client(), cfg, llm_cfg.seed)
+    """The stage function: every clip of the shard, as many clips at a time as the LLM serves requests."""
+    client = llm.client()
+    s = Synth(client, cfg, llm_cfg.seed, evidence_cfg.min_confidence)
+    concurrency = getattr(client, "concurrency", llm_cfg.max_concurrency)
     evidence = inputs("evidence")
     if item == "joint":
-        per_clip = _per_clip(evidence, lambda ev: joint.joint_clip(ev, s), llm_cfg.max_concurrency)
+        per_clip = _per_clip(evidence, lambda ev: joint.joint_clip(ev, s), concurrency)
         out: dict[str, list[Any]] = {i: [r for o in per_clip for r in o[i].rows] for i in items}
         out["rejections"] = [r for o in per_clip for i in items for r in o[i].rejections]
         return out
@@ -123,5 +140,5 @@ def run(
         "entailment": lambda ev: entailment.entailment_clip(ev, premises, s),
         "instructions": lambda ev: instructions.instructions_clip(ev, s),
     }
-    outcomes = _per_clip(evidence, fns[item], llm_cfg.max_concurrency)
+    outcomes = _per_clip(evidence, fns[item], concurrency)
     return {item: [r for o in outcomes for r in o.rows], "rejections": [r for o in outcomes for r in o.rejections]}

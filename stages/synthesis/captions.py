@@ -1,9 +1,11 @@
-"""MECAT captions: 6 kinds × 3 references per clip (focused strategy), and the rule-written absence captions.
+"""MECAT captions: 6 kinds × 3 references per clip (focused strategy), and the rule-written captions.
 
-Each reference is an independent sample of the kind's focused prompt (small models asked for 3 paraphrases
-at once mostly repeat themselves); a reference equal to an earlier one is sent back for repair. Content
-captions whose content the domain decision says is absent are stated as absent by rule
-(`absent_captions = "rule"`, the sentences of prompts/absent.toml), as MECAT's references do.
+Short and long captions combine the clip's facts: each reference is an independent sample of the kind's
+focused prompt (small models asked for 3 paraphrases at once mostly repeat themselves); a reference equal to
+an earlier one is sent back for repair. Content captions (speech, music, sound, environment) are written by
+rule from the confident facts when `content_captions = "rule"` (earmark.stages.synthesis.rule_captions), and
+content the domain decision says is absent is stated as absent by rule (`absent_captions = "rule"`, the
+sentences of prompts/absent.toml), as MECAT's references do.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from typing import Any
 from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS, Caption
-from earmark.stages.synthesis.common import CONTENT_KINDS, Outcome, Synth, ask
+from earmark.stages.synthesis.common import CONTENT_KINDS, Outcome, Synth, ask, grounded
 from earmark.stages.synthesis.replies import MAX_CHARS, caption_reply, reply_schema
+from earmark.stages.synthesis.rule_captions import combined_captions, rule_captions
 
 PROMPTS = tuple(f"caption_{k}" for k in CAPTION_KINDS)
+RULE_KINDS = ("speech", "music", "sound", "environment")
 
 
 def is_absent(ev: ClipEvidence, kind: str, s: Synth) -> bool:
@@ -50,21 +54,36 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
         if is_absent(ev, kind, s):
             out.rows += absent_rows(ev, kind, s)
             continue
+        if kind in RULE_KINDS and s.cfg.content_captions == "rule":
+            written = rule_captions(ev, kind, s)
+            out.rows += written
+            if len(written) < 3:  # say why the kind has fewer references than MECAT's three
+                rule = s.prompt_like("content_captions")
+                why = "no confident fact" if not written else f"only {len(written)} distinct captions from the facts"
+                out.rejections.append(s.rejection(ev, "captions", rule, f"{kind} by rule: {why}"))
+            continue
         prompt = s.prompt(f"caption_{kind}")
         messages = prompt.render(evidence_text=s.notes(ev, kind))
         model = caption_reply(MAX_CHARS[kind])
         seen: set[str] = set()
 
         def parse(data: Any, model: Any = model, kind: str = kind, seen: set[str] = seen) -> Any:
-            reply = model.model_validate(data, context={"max_chars": MAX_CHARS[kind]})
+            reply = model.model_validate(data, context={"max_chars": MAX_CHARS[kind], "kind": kind})
             if reply.caption.lower().rstrip(".") in seen:
                 raise ValueError("this caption repeats an earlier one; write a different one")
+            grounded(s, ev, reply.caption)
             return reply
 
+        fallback = combined_captions(ev, kind, s) if s.cfg.caption_fallback == "rule" else []
         for i in range(3):
-            reply, raw, reason = ask(s, prompt, messages, reply_schema(model), parse, seed=s.seed + i)
+            reply, raw, reason = ask(s, prompt, messages, reply_schema(model), parse, seed=s.seed_for(ev, i))
             if reply is None:
                 out.rejections.append(s.rejection(ev, "captions", prompt, f"{kind} reference {i}: {reason}", raw))
+                spare = next((c for c in fallback if c.text.lower().rstrip(".") not in seen), None)
+                if spare is not None:  # the reference written by rule from the same facts instead
+                    fallback.remove(spare)
+                    seen.add(spare.text.lower().rstrip("."))
+                    out.rows.append(spare.model_copy(update={"item_id": f"{ev.clip_id}:{kind}:{i}", "ref_index": i}))
                 continue
             seen.add(reply.caption.lower().rstrip("."))
             out.rows.append(

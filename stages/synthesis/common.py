@@ -15,9 +15,10 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from earmark.config import SynthesizeSection
-from earmark.prompts import Phrases, Prompt, load_phrases, load_prompt
+from earmark.prompts import Phrases, Prompt, file_sha, load_phrases, load_prompt
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Rejection
+from earmark.stages.claims import audit, claim_verdict
 from earmark.stages.render import render, render_all
 
 CONTENT_KINDS = {"speech": 0, "music": 1, "sound": 2}  # index into the domain code
@@ -53,19 +54,37 @@ class Synth:
     llm: LLM
     cfg: SynthesizeSection
     seed: int = 0
+    min_confidence: float = 0.6  # [evidence] min_confidence: only facts this confident reach a prompt
 
     def prompt(self, name: str) -> Prompt:
         return load_prompt(name, self.cfg.prompt_dir)
+
+    def prompt_like(self, name: str) -> Prompt:
+        """A phrase file as the lineage of rule-written rows (its name and sha, no model call)."""
+        return Prompt(
+            name=name,
+            version=0,
+            sha=file_sha(name, self.cfg.prompt_dir),
+            max_tokens=0,
+            temperature=0.0,
+            system="",
+            user_template="",
+        )
 
     def phrases(self, name: str) -> Phrases:
         return load_phrases(name, self.cfg.prompt_dir)
 
     def notes(self, ev: ClipEvidence, view: str) -> str:
         """The evidence, rendered for one view (see earmark.stages.render)."""
-        return render(ev, view, self.phrases("evidence"))
+        return render(ev, view, self.phrases("evidence"), self.min_confidence)
 
     def all_notes(self, ev: ClipEvidence) -> str:
-        return render_all(ev, self.phrases("evidence"))
+        return render_all(ev, self.phrases("evidence"), self.min_confidence)
+
+    def seed_for(self, ev: ClipEvidence, i: int) -> int:
+        """A sampling seed per clip evidence and request: two clips share a request (and its cached reply)
+        only when their evidence is identical."""
+        return (self.seed + int(ev.evidence_sha[:8], 16) + 7919 * i) % (2**31 - 1)
 
     def rejection(self, ev: ClipEvidence, table: str, prompt: Prompt, reason: str, raw: str = "") -> Rejection:
         return Rejection(
@@ -115,6 +134,9 @@ def check_sentence(text: str, min_words: int, max_words: int, max_chars: int | N
     low = text.lower()
     if any(p in low for p in _PLACEHOLDERS):
         raise ValueError(f"placeholder or markup left in text: {text[:80]!r}")
+    inner = [w for w in re.findall(r"[A-Za-z][A-Za-z']*", text)[1:] if len(w) > 2]
+    if len(inner) >= 3 and sum(w[0].isupper() for w in inner) > 0.6 * len(inner):
+        raise ValueError(f"write in sentence case, not Title Case: {text[:80]!r}")
     return text
 
 
@@ -124,6 +146,17 @@ def check_question(v: str, max_chars: int) -> str:
     if "?" not in v:
         raise ValueError(f"question must end with '?': {v[:80]!r}")
     return check_sentence(v[: v.index("?") + 1], 3, 30, max_chars)
+
+
+def grounded(s: Synth, ev: ClipEvidence, text: str, *, inference: bool = False, need_support: bool = True) -> str:
+    """`text` when the claim audit keeps it against the clip's evidence; else ValueError with the audit's
+    reason, which `ask` sends back to the model for repair (`repair_with_audit`)."""
+    if not s.cfg.repair_with_audit:
+        return text
+    keep, reason, _ = claim_verdict(audit(text, ev, s.min_confidence), inference=inference, need_support=need_support)
+    if not keep:
+        raise ValueError(f"{reason}; say only what the facts state")
+    return text
 
 
 def reason_of(exc: Exception, limit: int = 500) -> str:

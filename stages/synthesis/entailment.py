@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption, EntailmentHypothesis
+from earmark.stages.claims import audit, entailment_label_check
 from earmark.stages.synthesis.common import Outcome, Synth, ask
 from earmark.stages.synthesis.replies import EntailmentReply, reply_schema
 
@@ -76,15 +77,18 @@ def entailment_clip(ev: ClipEvidence, captions: Sequence[Caption], s: Synth) -> 
                 )
             ],
         )
-    messages = prompt.render(premise=premise.text, evidence_text=s.notes(ev, "environment"))
-    reply, raw, reason = ask(
-        s,
-        prompt,
-        messages,
-        reply_schema(EntailmentReply),
-        lambda d: check_entailment_set(EntailmentReply.model_validate(d), premise.text),
-        s.seed,
-    )
+    messages = prompt.render(premise=premise.text, evidence_text=s.notes(ev, "long"))
+
+    def parse(d: object) -> EntailmentReply:
+        reply = check_entailment_set(EntailmentReply.model_validate(d), premise.text)
+        if s.cfg.repair_with_audit:  # each hypothesis must stand in its label's relation to the evidence
+            for label in LABELS:
+                ok, why = entailment_label_check(label, audit(getattr(reply, label), ev, s.min_confidence))
+                if not ok:
+                    raise ValueError(why)
+        return reply
+
+    reply, raw, reason = ask(s, prompt, messages, reply_schema(EntailmentReply), parse, s.seed_for(ev, 0))
     if reply is None:
         return Outcome([], [s.rejection(ev, "entailment", prompt, reason, raw)])
     return Outcome(hypothesis_rows(ev, s, s.lineage(ev, prompt), reply, premise, reply.confidence), [])

@@ -18,7 +18,7 @@ from earmark.metrics.ifeval import check_rule
 from earmark.prompts import Prompt
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import InstructionTriple
-from earmark.stages.synthesis.common import Outcome, Synth, ask, check_sentence, clean
+from earmark.stages.synthesis.common import Outcome, Synth, ask, check_sentence, clean, grounded
 from earmark.stages.synthesis.replies import InstructionReply, instruction_reply, reply_schema
 
 PROMPTS = ("ifeval",)
@@ -75,7 +75,7 @@ def expected_answer(reply: InstructionReply, plan: dict[str, Any]) -> str:
             raise ValueError("give exactly three list items")
         answer = "\n".join((f"- {t}" if plan["rule_content"] == "0" else f"{n}. {t}") for n, t in enumerate(items, 1))
     elif form == "json":
-        answer = json.dumps({"sound_source": clean(reply.sound_source or ""), "setting": clean(reply.setting or "")})
+        answer = json.dumps({"main_sound": clean(reply.main_sound or ""), "recording": clean(reply.recording or "")})
     else:
         text = check_sentence(reply.answer or "", 2, 60)
         if form == "wrap":  # the model may have wrapped it itself
@@ -87,6 +87,15 @@ def expected_answer(reply: InstructionReply, plan: dict[str, Any]) -> str:
     if not check_rule(answer, plan["rule"], plan["rule_content"]):
         raise ValueError(f"the answer breaks the rule ({plan['constraint']}): {answer[:80]!r}")
     return answer
+
+
+def answer_text(reply: InstructionReply, plan: dict[str, Any]) -> str:
+    """The answer's words, whatever its form (list items and JSON values joined), for the claim audit."""
+    if plan["form"] == "list":
+        return ". ".join(reply.items or [])
+    if plan["form"] == "json":
+        return f"{reply.main_sound or ''}. {reply.recording or ''}"
+    return reply.answer or ""
 
 
 def triple(
@@ -123,9 +132,14 @@ def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
 
         def parse(d: Any, p: dict = plan) -> tuple[InstructionReply, str]:
             r = InstructionReply.model_validate(d)
-            return r, expected_answer(r, p)
+            answer = expected_answer(r, p)
+            grounded(s, ev, r.question, need_support=False)
+            grounded(s, ev, answer_text(r, p))  # the expected answer is about the audio, and true
+            return r, answer
 
-        got, raw, reason = ask(s, prompt, messages, reply_schema(instruction_reply(plan["form"])), parse, s.seed + i)
+        got, raw, reason = ask(
+            s, prompt, messages, reply_schema(instruction_reply(plan["form"])), parse, s.seed_for(ev, i)
+        )
         if got is None:
             out.rejections.append(
                 s.rejection(ev, "instructions", prompt, f"{plan['dimension']} rule {plan['rule']}: {reason}", raw)

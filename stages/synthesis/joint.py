@@ -63,7 +63,7 @@ def joint_clip(ev: ClipEvidence, s: Synth, n_qa: int = 5) -> dict[str, Outcome]:
         return data
 
     schema = reply_schema(joint_reply(tuple(kinds), n_qa, tuple(p["form"] for p in iplan)))
-    data, raw, reason = ask(s, prompt, messages, schema, parse, s.seed)
+    data, raw, reason = ask(s, prompt, messages, schema, parse, s.seed_for(ev, 0))
     if data is None:
         for item in ITEMS:
             reject(item, f"joint reply unusable: {reason}", raw)

@@ -10,11 +10,12 @@ from typing import Any
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import QA_CATEGORIES, QAPair
-from earmark.stages.synthesis.common import Outcome, Synth, ask
+from earmark.stages.synthesis.common import Outcome, Synth, ask, grounded
 from earmark.stages.synthesis.replies import QAItem, reply_schema
 
 PROMPTS = ("qa",)
 DIFFICULTY = ("basic", "intermediate", "intermediate", "advanced", "complex")
+INFERENCE = ("inference_judgement", "application_context")  # answers that are inference by design
 # Which evidence view each QA category sees (see earmark.stages.render).
 QA_EVIDENCE = {
     "direct_perception": "short",
@@ -38,10 +39,12 @@ def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
     out = Outcome()
     asked: set[str] = set()
 
-    def parse(data: Any) -> QAItem:
+    def parse(data: Any, category: str = "") -> QAItem:
         item = QAItem.model_validate(data)
         if item.question.lower() in asked:
             raise ValueError("this question repeats an earlier one; ask a different one")
+        grounded(s, ev, item.question, need_support=False)  # a question may presuppose, never contradict
+        grounded(s, ev, item.answer, inference=category in INFERENCE, need_support=category not in INFERENCE)
         return item
 
     for i, p in enumerate(qa_plan(ev.clip_id, n)):
@@ -50,7 +53,9 @@ def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
             focus=prompt.data["focus"][p["category"]],
             difficulty=p["difficulty"],
         )
-        item, raw, reason = ask(s, prompt, messages, reply_schema(QAItem), parse, seed=s.seed + i)
+        item, raw, reason = ask(
+            s, prompt, messages, reply_schema(QAItem), lambda d, c=p["category"]: parse(d, c), seed=s.seed_for(ev, i)
+        )
         if item is None:
             out.rejections.append(s.rejection(ev, "qa", prompt, f"{p['category']} pair: {reason}", raw))
             continue

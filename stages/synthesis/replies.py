@@ -17,7 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, create_model,
 from earmark.stages.synthesis.common import check_question, check_sentence
 
 QA_MAX_CHARS = {"question": 120, "answer": 180}
-MAX_CHARS = {"short": 120, "long": 300, "speech": 180, "music": 180, "sound": 180, "environment": 180}
+MAX_CHARS = {"short": 90, "long": 180, "speech": 110, "music": 80, "sound": 70, "environment": 90}
+# Word range of each caption kind: MECAT's mean reference lengths (short 8.8, long 17.4, speech 8.2, music 5.9,
+# sound 5.0, environment 7.6 words) ± ~40 %; a reply outside is sent back for repair.
+CAPTION_WORDS = {
+    "short": (5, 13),
+    "long": (10, 26),
+    "speech": (4, 13),
+    "music": (3, 10),
+    "sound": (3, 9),
+    "environment": (4, 12),
+}
 REASONING_CHARS = 320
 HYPOTHESIS = Annotated[str, Field(min_length=25, max_length=180)]
 Confidence = Annotated[float, Field(ge=0, le=1)]
@@ -53,7 +63,9 @@ class CaptionReply(Reply):
     @field_validator("caption")
     @classmethod
     def sentence(cls, v: str, info: ValidationInfo) -> str:
-        return check_sentence(v, 3, 60, (info.context or {}).get("max_chars"))
+        ctx = info.context or {}
+        low, high = CAPTION_WORDS.get(ctx.get("kind", ""), (3, 60))
+        return check_sentence(v, low, high, ctx.get("max_chars"))
 
 
 @cache
@@ -126,8 +138,8 @@ class InstructionReply(Reply):
     question: str
     answer: str | None = None
     items: list[str] | None = None
-    sound_source: str | None = None
-    setting: str | None = None
+    main_sound: str | None = None
+    recording: str | None = None
     confidence: Confidence
 
     @field_validator("question")
@@ -144,7 +156,7 @@ def _form_fields(form: str) -> dict[str, Any]:
     if form == "list":
         return {"items": (list[_ListItem], Field(min_length=3, max_length=3))}
     if form == "json":
-        return {"sound_source": (_Slot, ...), "setting": (_Slot, ...)}
+        return {"main_sound": (_Slot, ...), "recording": (_Slot, ...)}
     return {"answer": (str, Field(min_length=10, max_length=260))}
 
 

@@ -1,0 +1,162 @@
+"""QC from the claim audit: every item's claims, judged against its clip's evidence, decide whether it ships.
+
+`audit_items` returns one `claim_audit` QC verdict per item (plus `entailment_set` verdicts: an entailment set
+ships whole or not at all) and one `claims` row per claim. What each item type must satisfy:
+
+| items | fields audited | rule |
+|---|---|---|
+| captions | text | no contradicted, no unsupported claim, at least one supported (rule-written ones too) |
+| qa | question | no contradicted claim (a question may presuppose what the evidence cannot confirm) |
+|    | answer | inference_judgement / application_context: no contradicted claim; others: as captions |
+| entailment | hypothesis | the label's relation holds (earmark.stages.claims.entailment_label_check) |
+| instructions | instruction | no contradicted claim |
+|    | answer (its words, whatever the rule's form) | as captions |
+
+`duplicate_items` flags texts that appear on two clips whose evidence differs: an item that fits two
+different clips describes neither (MECAT's references are per clip).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.outcomes import ItemClaim, QCResult
+from earmark.stages.claims import AuditedClaim, audit, claim_verdict, entailment_label_check
+from earmark.stages.qc import normalise
+
+INFERENCE = ("inference_judgement", "application_context")
+NO_EVIDENCE = "no evidence for this clip: nothing can be checked"
+
+
+def _answer_words(answer: str) -> str:
+    """An instruction's expected answer as plain words (JSON values joined; list markers and case kept)."""
+    try:
+        obj = json.loads(answer)
+    except ValueError:
+        return answer
+    return ". ".join(str(v) for v in obj.values()) if isinstance(obj, dict) else answer
+
+
+def _rows(table: str, item: Any, field: str, audited: Sequence[AuditedClaim]) -> list[ItemClaim]:
+    return [
+        ItemClaim(
+            item_table=table,
+            item_id=item.item_id,
+            clip_id=item.clip_id,
+            field=field,
+            claim_type=a.claim.type,
+            value=a.claim.value[:200],
+            span=a.claim.span[:200],
+            specific=a.claim.specific,
+            verdict=a.judgement.verdict,
+            fact=a.judgement.fact,
+            reason=a.judgement.reason,
+        )
+        for a in audited
+    ]
+
+
+def _qc(table: str, item: Any, check: str, keep: bool, reason: str | None, score: float | None) -> QCResult:
+    return QCResult(
+        item_table=table, item_id=item.item_id, clip_id=item.clip_id, check=check, keep=keep, reason=reason, score=score
+    )
+
+
+def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bool, str | None, float, list[ItemClaim]]:
+    """(keep, reason, share of supported claims, claim rows) for one item."""
+    fields: list[tuple[str, str, dict]] = []  # (field, text, verdict options)
+    if table == "captions":
+        fields = [("text", item.text, {})]
+    elif table == "qa":
+        inference = item.category in INFERENCE
+        fields = [
+            ("question", item.question, {"inference": True, "need_support": False}),
+            ("answer", item.answer, {"inference": inference, "need_support": not inference}),
+        ]
+    elif table == "instructions":
+        fields = [
+            ("instruction", item.instruction, {"inference": True, "need_support": False}),
+            ("answer", _answer_words(item.answer), {}),
+        ]
+    rows: list[ItemClaim] = []
+    if table == "entailment":
+        audited = audit(item.hypothesis, ev, thr)
+        keep, reason = entailment_label_check(item.label, audited)
+        n = len(audited)
+        share = sum(a.judgement.verdict == "supported" for a in audited) / n if n else 0.0
+        return keep, reason, round(share, 4), _rows(table, item, "hypothesis", audited)
+    keep, reason, shares = True, None, []
+    for field, text, opts in fields:
+        audited = audit(text, ev, thr)
+        rows += _rows(table, item, field, audited)
+        ok, why, share = claim_verdict(audited, **opts)
+        shares.append(share)
+        if keep and not ok:
+            keep, reason = False, f"{field}: {why}"
+    return keep, reason, round(min(shares) if shares else 0.0, 4), rows
+
+
+def audit_items(
+    items: Mapping[str, Sequence[Any]], evidence: Mapping[str, ClipEvidence], min_confidence: float
+) -> tuple[list[QCResult], list[ItemClaim]]:
+    """`claim_audit` (and `entailment_set`) verdicts and the claims rows for every item of a shard."""
+    qc: list[QCResult] = []
+    claims: list[ItemClaim] = []
+    failed_sets: dict[str, str] = {}
+    for table, rows in items.items():
+        for item in rows:
+            ev = evidence.get(item.clip_id)
+            if ev is None:
+                qc.append(_qc(table, item, "claim_audit", False, NO_EVIDENCE, None))
+                continue
+            keep, reason, share, found = _judge_item(table, item, ev, min_confidence)
+            claims += found
+            qc.append(_qc(table, item, "claim_audit", keep, reason, share))
+            if table == "entailment" and not keep:
+                failed_sets.setdefault(item.clip_id, f"{item.label}: {reason}")
+    for item in items.get("entailment", ()):
+        why = failed_sets.get(item.clip_id)
+        qc.append(
+            _qc(
+                "entailment",
+                item,
+                "entailment_set",
+                why is None,
+                None if why is None else f"its set fails the audit ({why})",
+                None,
+            )
+        )
+    return qc, claims
+
+
+def duplicate_items(items: Mapping[str, Sequence[Any]], evidence: Mapping[str, ClipEvidence]) -> list[QCResult]:
+    """`duplicate_across_clips`: the same text (normalised) on clips with different evidence, per table and
+    field; every such item is rejected, and the verdict names how many clips share it."""
+    out: list[QCResult] = []
+    for table, rows in items.items():
+        field = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}[table]
+        groups: dict[str, list[Any]] = defaultdict(list)
+        for item in rows:
+            if getattr(item, "model", "") == "rule" and table == "captions" and item.prompt_name == "absent_rule":
+                continue  # absence is stated in the same words on purpose (MECAT does the same)
+            groups[normalise(getattr(item, field))].append(item)
+        for group in groups.values():
+            shas = {evidence[i.clip_id].evidence_sha for i in group if i.clip_id in evidence}
+            clips = {i.clip_id for i in group}
+            dup = len(clips) > 1 and len(shas) > 1
+            for item in group:
+                out.append(
+                    _qc(
+                        table,
+                        item,
+                        "duplicate_across_clips",
+                        not dup,
+                        f"the same {field} appears on {len(clips)} clips with different evidence" if dup else None,
+                        float(len(clips)),
+                    )
+                )
+    return out

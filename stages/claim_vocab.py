@@ -1,0 +1,227 @@
+"""The words the claim audit reads, by the kind of fact they claim (earmark.stages.claims).
+
+Each entry maps a regular expression (matched on lowercase text, whole words) to a claim type and its
+normalised value. Order matters inside a table: longer phrases first, and a span consumed by one claim is
+not read again (so "two speakers" is a speaker count, not also a bare number). Words that name something
+no embedded expert can confirm (a place, a named sound source, a genre) are claims all the same: the audit
+marks them unsupported, which rejects them where an item must be grounded.
+"""
+
+from __future__ import annotations
+
+NUMBER_WORDS = {
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+    "twenty": 20,
+    "thirty": 30,
+    "hundred": 100,
+    "single": 1,
+    "one": 1,
+    "both": 2,
+    "couple": 2,
+    "pair": 2,
+    "several": 3,
+    "multiple": 3,
+    "many": 4,
+    "few": 3,
+}
+
+# (pattern, claim type, value). Absence is read separately (ABSENCE_CUES before a presence word).
+PRESENCE: list[tuple[str, str, str]] = [
+    (
+        r"silen(?:ce|t)|nothing (?:is )?(?:audible|heard)|no (?:audible )?(?:sound|content)|empty (?:recording|clip)"
+        r"|(?:near|almost)[- ]silen\w*|no discernible audio",
+        "silence",
+        "silent",
+    ),
+    (
+        r"speech|speak\w*|spoken|talk\w*|voices?|vocal(?!s? music)|says?|said|saying|narrat\w*|announc\w*|"
+        r"convers\w*|dialogue|monologue|utter\w*|words?|speaker\w*|tells?|explain\w*|"
+        r"discuss\w*|read(?:s|ing)? (?:out|aloud)|lectur\w*|interview\w*|whisper\w*|shout\w*|chant\w*",
+        "presence",
+        "speech",
+    ),
+    (
+        r"music\w*|melod\w*|song\w*|tunes?|chords?|harmon(?:y|ies|ic progression)|instrument\w*|"
+        r"playing|plays|played|soundtrack|composition|arpeggio\w*|riffs?|grooves?|jingle\w*|"
+        r"(?:musical )?notes?\b",
+        "presence",
+        "music",
+    ),
+    (
+        r"sound effects?|sound events?|background sounds?|ambient sounds?|noises?|sounds? of|"
+        r"(?:other|notable|distinct|separate|environmental) (?:\w+ )?sounds?|events?",
+        "presence",
+        "sound",
+    ),
+]
+ABSENCE_CUES = r"\b(?:no|not any|without|absence of|absent|lacks?|lacking|free of|devoid of|never|nor|none of the)"
+
+PEOPLE: list[tuple[str, str, str]] = [
+    (r"a man and a woman|a woman and a man|male and female|female and male", "speakers", "2"),
+    (
+        r"(?:two|2) (?:people|speakers|voices|persons|men|women|males|females)|a conversation between two|"
+        r"pair of (?:speakers|voices)|duet|dialogue between",
+        "speakers",
+        "2",
+    ),
+    (
+        r"(?:three|3) (?:people|speakers|voices)|several (?:people|speakers|voices)|multiple (?:speakers|voices)|"
+        r"group of (?:people|speakers)|crowd of (?:people|voices)",
+        "speakers",
+        "3+",
+    ),
+    (
+        r"(?:a|one|single|lone|the) (?:speaker|voice|person|narrator)|one (?:man|woman)|"
+        r"a single (?:man|woman)|monologue|solo (?:speaker|voice)",
+        "speakers",
+        "1",
+    ),
+    (r"\b(?:woman|women|female|lady|ladies|girl|she|her)\b", "gender", "female"),
+    (r"\b(?:man|men|male|gentleman|guy|boy|he|his|him)\b", "gender", "male"),
+    (r"\b(?:child|children|kid|kids|boy|girl|toddler|baby)\b", "age", "child"),
+    (r"\b(?:elderly|old man|old woman|older|aged)\b", "age", "senior"),
+]
+EMOTION: list[tuple[str, str, str]] = [
+    (r"calm\w*|relaxed|soothing|gentle|soft[- ]spoken|measured|steady voice", "emotion", "calm"),
+    (r"excit\w*|energetic|enthusiastic|animated|lively|agitated|urgent|emphatic|passionate", "emotion", "animated"),
+    (
+        r"angr\w*|furious|happy|joyful|cheerful|sad\w*|melanchol\w*|fearful|scared|nervous|anxious|frustrated|"
+        r"annoyed|surprised|disgusted|tender|playful|sarcastic|serious|authoritative|friendly|warm tone|cold tone",
+        "emotion",
+        "named",
+    ),
+]
+LANGUAGE = (
+    r"english|spanish|french|german|italian|portuguese|russian|chinese|mandarin|cantonese|japanese|"
+    r"korean|arabic|hindi|telugu|tamil|dutch|swedish|polish|turkish|greek|hebrew|latin|catalan|"
+    r"romanian|bulgarian|danish|norwegian|finnish|czech|ukrainian|vietnamese|thai|indonesian"
+)
+INSTRUMENTS = (
+    r"piano|keyboards?|guitars?|bass(?: guitar)?|drums?|drum kit|percussion|snare|kick drum|cymbals?|"
+    r"hi-hats?|violins?|viola|cello|strings|orchestra\w*|brass|trumpets?|trombones?|horns?|saxophones?|"
+    r"sax|flutes?|clarinets?|oboe|harp|organ|synth\w*|accordion|harmonica|ukulele|banjo|mandolin|"
+    r"xylophone|marimba|choir|choral|vocals|singer|singing|sung|rapp\w*|beatbox\w*|"
+    r"electric guitar|acoustic guitar|pads?"
+)
+GENRES = (
+    r"rock|jazz|blues|classical|electronic|electronica|techno|house music|dance music|pop|hip[- ]hop|rap|"
+    r"r&b|soul|funk|reggae|country|folk|metal|punk|ambient|orchestral|cinematic|film score|chiptune|"
+    r"8-bit|lo-fi|disco|trance|dubstep|edm|gospel|opera|baroque|latin|world music|new age|ska|"
+    r"video game music|game music"
+)
+MOODS = (
+    r"upbeat|cheerful|happy|joyful|sad|melanchol\w*|dark|ominous|tense|suspenseful|dramatic|epic|"
+    r"mysterious|eerie|romantic|peaceful|serene|relaxing|chill|mellow|dreamy|uplifting|triumphant|"
+    r"aggressive|intense|playful|whimsical|somber|nostalgic|meditative|hypnotic|festive|heroic"
+)
+TEMPO: list[tuple[str, str, str]] = [  # musical tempo only: "fast speech" or "talks quickly" is not a tempo claim
+    (r"(\d{2,3})\s*(?:bpm|beats per minute)", "tempo", "bpm"),
+    (
+        r"(?:very )?(?:fast|quick|rapid|brisk|high)[- ](?:tempo|beat|rhythm)|up-?tempo|fast[- ]paced (?:music|beat|track)|"
+        r"(?:fast|quick|rapid|energetic) (?:music|track|song|melody)",
+        "tempo",
+        "fast",
+    ),
+    (
+        r"(?:very )?(?:slow|leisurely|languid|low)[- ](?:tempo|beat|rhythm)|down-?tempo|(?:slow|languid) "
+        r"(?:music|track|song|melody)",
+        "tempo",
+        "slow",
+    ),
+    (r"(?:moderate|medium|mid)[- ]?tempo|(?:moderate|medium)[- ]paced (?:music|beat|track)", "tempo", "moderate"),
+]
+KEY = r"\b([a-g](?:#|♯|b|♭| sharp| flat)?) (major|minor)\b"
+BEAT = r"steady beat|clear beat|regular beat|strong beat|rhythmic|pulse|groove|beat"
+
+# Named sources of sound events (no offline expert names them: unsupported unless a tagger label says so).
+EVENTS = (
+    r"dogs?|barks?|barking|cats?|meow\w*|birds?|chirp\w*|tweet\w*|rooster|horses?|cows?|insects?|crickets?|"
+    r"footsteps?|steps|walking|running|doors?|slam\w*|jingling keys|typing|keyboard clicks|"
+    r"cars?|vehicles?|engines?|traffic|trucks?|motorcycles?|trains?|planes?|aircraft|helicopters?|sirens?|"
+    r"horns? honk\w*|honk\w*|rain\w*|thunder\w*|wind\w*|water|waves?|stream|river|splash\w*|drip\w*|"
+    r"fire|crackl\w*|explosions?|gunshots?|guns?|fireworks?|applause|clapp\w*|cheer\w*|laugh\w*|crowd|"
+    r"baby cry\w*|cry|cries|crying|cough\w*|sneez\w*|breath\w*|phones? ring\w*|ringtone|alarms?|bell rings?|"
+    r"doorbell|clock tick\w*|ticking|glass\w*|dishes|cutlery|kettle|microwave|vacuum|"
+    r"machines?|machinery|drills?|hammer\w*|tools?|fans?|air conditioning|buzz\w*|whistles?"
+)
+# Acoustic descriptors the coarse sound tags can confirm (impulsive / tonal / noise-like).
+DESCRIPTORS: list[tuple[str, str, str]] = [
+    (
+        r"clicks?|clicking|knock\w*|taps?|tapping|thuds?|bangs?|thumps?|clatter\w*|impacts?|hits?|pops?|snaps?|"
+        r"impulsive|percussive sounds?|short sharp sounds?",
+        "descriptor",
+        "impulsive sound",
+    ),
+    (
+        r"beeps?|beeping|electronic tones?|steady tones?|pure tones?|sine tones?|warning tones?|hum\w*|whines?|"
+        r"dings?|chimes?|chiming|pings?|blips?|bleeps?|electronic (?:sounds?|signals?)|tonal sounds?|alert sounds?",
+        "descriptor",
+        "tonal sound",
+    ),
+    (r"hiss\w*|rumbl\w*|whoosh\w*|static|noise-like|rushing|roar\w*", "descriptor", "noise"),
+]
+LOUDNESS: list[tuple[str, str, str]] = [
+    (
+        r"very (?:quiet|soft|faint|low)|barely audible|faint\w*|quiet\w*|soft(?:ly)?|low[- ](?:volume|level)|hushed",
+        "loudness",
+        "quiet",
+    ),
+    (r"very loud|loud(?:ly|er|est)?|booming|blaring|high[- ](?:volume|level)", "loudness", "loud"),
+]
+RECORDING: list[tuple[str, str, str]] = [  # order matters: "little background noise" is clean, not noisy
+    (r"clean|clear recording|noise-free|(?:no|little|minimal|low) background noise|pristine|crisp", "noise", "clean"),
+    (
+        r"background noise|noisy|noise floor|interference|static noise|hiss|hum|buzz|crackle|poor signal",
+        "noise",
+        "noisy",
+    ),
+    (
+        r"\bdry\b|close[- ]miked|close microphone|little (?:echo|reverb\w*)|no (?:echo|reverb\w*)|dead room|anechoic",
+        "reverb",
+        "dry",
+    ),
+    (r"echo\w*|reverb\w*|reverberant|cavernous|large hall|hall-like|boomy|spacious", "reverb", "reverberant"),
+    (
+        r"telephone|phone line|narrow[- ]?band\w*|muffled|tinny|lo-fi|low fidelity|band[- ]limited|radio-like",
+        "bandwidth",
+        "narrow",
+    ),
+    (r"full[- ]range|wide[- ]?band|hi-fi|high fidelity|full bandwidth", "bandwidth", "full"),
+    (r"clipp\w*|overdriven|saturated|distort\w*", "clipping", "clipped"),
+    (
+        r"(?:poor|low|bad|degraded|compromised)(?: audio| recording| sound| speech)? quality|low-quality|poor-quality|"
+        r"artifacts?|artefacts?|glitch\w*|dropouts?|compression artifacts",
+        "quality",
+        "poor",
+    ),
+    (
+        r"(?:high|good|excellent|studio)(?: audio| recording| sound| speech)? quality|high-quality|good-quality|"
+        r"professional(?:ly)? record\w*|well recorded",
+        "quality",
+        "good",
+    ),
+]
+PLACES = (
+    r"kitchen|office|street|road|highway|park|forest|woods|beach|ocean|sea|lake|mountain|farm|field|garden|"
+    r"studio|church|cathedral|temple|stadium|arena|concert hall|theat(?:er|re)|classroom|school|library|"
+    r"hospital|restaurant|caf[eé]|bar|pub|shop|store|market|mall|airport|station|subway|bus|car interior|"
+    r"bedroom|living room|bathroom|hallway|corridor|warehouse|factory|construction site|city|urban|"
+    r"countryside|village|indoors?|outdoors?|outside|inside|open[- ]air|in a room|small room|large room|"
+    r"auditorium|gym|pool|cave|tunnel|bridge|podcast|radio show|broadcast|news report|newscast|lecture hall|"
+    r"meeting|phone call|video game|game|movie|film|commercial|advertisement|tutorial|documentary"
+)
+TIMES = (
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|morning|afternoon|evening|night\w*|"
+    r"midnight|dawn|dusk|weekend|holiday|christmas|summer|winter|spring|autumn|yesterday|tomorrow|today|"
+    r"\d{4}s?|decade|century|birthday|party|wedding|festival|ceremony|celebration"
+)
+NUMBER = r"\b\d+(?:[.,]\d+)?\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred)\b"

@@ -1,0 +1,476 @@
+"""The claim audit: what an item says, checked fact by fact against what the experts found.
+
+`extract(text)` reads an item's claims with the vocabulary of earmark.stages.claim_vocab (presence and
+absence of speech / music / sound events / silence, speaker count, gender and age, emotion, language, quoted
+words, instruments, genre, mood, tempo, key, beat, named sound events, acoustic descriptors, loudness,
+noise, reverberation, bandwidth, clipping, quality, place, time, and every other number). `judge(claim, ev)`
+labels each one against the clip's `ClipEvidence`, using only facts whose confidence reaches the threshold:
+
+- supported: a confident fact says the same;
+- contradicted: a confident fact says otherwise (music claimed where the tagger is sure there is none, a
+  woman where the voice is confidently male, a fast tempo on a confident 80 BPM, words not in a confident
+  transcript);
+- unsupported: no confident fact either way (every place, every named sound source offline, a genre).
+
+The verdict is computed here, never by a model. QC (`claim_verdict`) rejects an item with a contradicted
+claim, or with an unsupported one unless the item is inference by design, or that claims nothing the
+evidence supports.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from difflib import SequenceMatcher
+
+from earmark.schemas.evidence import ClipEvidence
+from earmark.stages import bands
+from earmark.stages import claim_vocab as V
+
+SUPPORTED, UNSUPPORTED, CONTRADICTED = "supported", "unsupported", "contradicted"
+CONTENT = {"speech": "speech", "music": "music", "sound": "sound_events"}
+# The claim types the issue calls specific (numbers, named things, quoted words); the others are general.
+SPECIFIC = {
+    "speakers",
+    "emotion",
+    "language",
+    "quote",
+    "instrument",
+    "genre",
+    "mood",
+    "tempo",
+    "key",
+    "event",
+    "place",
+    "time",
+    "number",
+    "age",
+}
+_QUOTE = re.compile(r"[\"“”]([^\"“”]{2,300})[\"“”]|(?<![a-z])'([^']{3,300})'(?![a-z])")
+_CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|while|with|and|although|whereas)\b")
+_NAME = re.compile(r"(?<![.!?:\"'“(]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+NOT_NAMES = {"I", "Audio", "Music", "Speech", "Sound", "English"}
+_ABSENT_BEFORE = re.compile(V.ABSENCE_CUES + r"\s+(?:[a-z'-]+\s+){0,3}$")
+_ABSENT_AFTER = re.compile(r"^\s*(?:is|are|was|were)?\s*(?:absent|missing|not present|not audible|inaudible)\b")
+# A named thing right after a speech verb is what the speech is about, not a sound in the scene: "talks about
+# the train" is checked against the transcript, "a train passes" against the sound experts.
+_TOPIC_BEFORE = re.compile(
+    r"\b(?:about|says?|said|saying|mention\w*|discuss\w*|describ\w*|asks?|asking|tells?|"
+    r"telling|announc\w*|explain\w*|reads?|reading|recit\w*|topic of|words?)\b"
+    r"(?:\s+[a-z'-]+){0,4}\s+$"
+)
+TOPICAL = {"event", "place", "time", "number", "instrument", "genre", "mood", "descriptor", "language"}
+_NO_ONE = re.compile(r"\b(?:no one|nobody|no-one)\s+(?:is\s+)?(?:speak|talk|say|sing)\w*")
+
+
+@dataclass(frozen=True)
+class ExtractedClaim:
+    type: str  # presence, absence, silence, speakers, gender, age, emotion, language, quote, instrument, …
+    value: str
+    span: str
+    start: int
+
+    @property
+    def specific(self) -> bool:
+        return self.type in SPECIFIC
+
+
+@dataclass(frozen=True)
+class Judgement:
+    verdict: str
+    fact: str | None  # the fact that decided, e.g. "content.music=absent (0.93)"
+    reason: str
+
+
+def _words(rx: str) -> re.Pattern[str]:
+    return re.compile(rf"\b(?:{rx})\b")
+
+
+_TABLES: list[tuple[re.Pattern[str], str, str]] = [
+    (_words(rx), t, v)
+    for table in (V.PRESENCE[:1], V.PEOPLE, V.TEMPO, V.RECORDING, V.LOUDNESS, V.EMOTION)
+    for rx, t, v in table
+]
+_LATE: list[tuple[re.Pattern[str], str, str]] = [
+    (_words(V.LANGUAGE), "language", ""),
+    (re.compile(V.KEY), "key", ""),
+    (_words(V.GENRES), "genre", ""),
+    (_words(V.INSTRUMENTS), "instrument", ""),
+    (_words(V.MOODS), "mood", ""),
+    *[(_words(rx), t, v) for rx, t, v in V.DESCRIPTORS],
+    (_words(V.EVENTS), "event", ""),
+    (_words(V.PLACES), "place", ""),
+    (_words(V.TIMES), "time", ""),
+    *[(_words(rx), t, v) for rx, t, v in V.PRESENCE[1:]],
+    (_words(V.BEAT), "beat", "beat"),
+    (re.compile(V.NUMBER), "number", ""),
+]
+
+
+def _absent_here(text: str, start: int, end: int) -> bool:
+    """An absence cue right before the match in the same clause ("no music", "without any speech"), or right
+    after it ("music is absent")."""
+    before = text[:start]
+    cut = max((m.end() for m in _CLAUSE_END.finditer(before)), default=0)
+    return bool(_ABSENT_BEFORE.search(before[cut:])) or bool(_ABSENT_AFTER.match(text[end:]))
+
+
+def _topic_here(text: str, start: int) -> bool:
+    before = text[:start]
+    cut = max((m.end() for m in re.finditer(r"[.;!?]", before)), default=0)
+    return bool(_TOPIC_BEFORE.search(before[cut:]))
+
+
+def extract(text: str) -> list[ExtractedClaim]:
+    """Every claim in `text`, in order; a span is read by the first table that matches it."""
+    low = text.lower()
+    taken = [False] * len(low)
+    out: list[ExtractedClaim] = []
+
+    def free(a: int, b: int) -> bool:
+        return not any(taken[a:b])
+
+    def take(a: int, b: int, type_: str, value: str) -> None:
+        taken[a:b] = [True] * (b - a)
+        out.append(ExtractedClaim(type_, value, text[a:b], a))
+
+    for m in _QUOTE.finditer(text):
+        take(m.start(), m.end(), "quote", (m.group(1) or m.group(2)).strip())
+    for m in _NO_ONE.finditer(low):
+        take(m.start(), m.end(), "absence", "speech")
+    for rx, type_, value in (*_TABLES, *_LATE):
+        for m in rx.finditer(low):
+            a, b = m.start(), m.end()
+            if not free(a, b):
+                continue
+            if type_ == "presence" or type_ == "silence":
+                negated = _absent_here(low, a, b)
+                if type_ == "presence":
+                    take(a, b, "absence" if negated else "presence", value)
+                elif not negated:
+                    take(a, b, "silence", value)
+                continue
+            if type_ == "tempo" and value == "bpm":
+                take(a, b, "tempo", m.group(1))
+                continue
+            if type_ == "key":
+                take(a, b, "key", f"{m.group(1).replace(' sharp', '#').replace(' flat', 'b').upper()} {m.group(2)}")
+                continue
+            if _absent_here(low, a, b) and type_ in ("event", "instrument", "descriptor", "genre"):
+                continue  # "no dog barks": an absence of a named thing claims nothing checkable
+            if type_ in TOPICAL and _topic_here(low, a):
+                take(a, b, "topic", m.group(0))
+                continue
+            take(a, b, type_, value or m.group(0))
+    words = re.findall(r"[A-Za-z]+", text)
+    if sum(w[0].isupper() for w in words) <= max(1, len(words) // 2):  # not Title Case or CAPITALS: names stand out
+        for m in _NAME.finditer(text):
+            a, b = m.start(), m.end()
+            if a > 0 and free(a, b) and m.group(0) not in NOT_NAMES:
+                take(a, b, "name", m.group(0))
+    return sorted(out, key=lambda c: c.start)
+
+
+# ------------------------------------------------------------------------------------------- judging
+class _Evidence:
+    """The facts of one clip that reach the confidence threshold (measurements count as confident)."""
+
+    def __init__(self, ev: ClipEvidence, min_confidence: float) -> None:
+        self.ev, self.thr = ev, min_confidence
+
+    def ok(self, type_: str, subject: str | None = None):
+        f = self.ev.get(type_, subject)
+        if f is None or (f.confidence is not None and f.confidence < self.thr):
+            return None
+        return f
+
+    def num(self, type_: str) -> float | None:
+        f = self.ok(type_)
+        return None if f is None else f.number
+
+    def content(self, kind: str) -> str | None:
+        """'present' / 'absent' when the domain decision is confident about `kind`, else None."""
+        f = self.ok(f"content.{CONTENT[kind]}")
+        return None if f is None else f.value
+
+    def labels(self, type_: str) -> dict[str, float]:
+        return {
+            k: v
+            for s in self.ev.subjects(type_) or [None]
+            for k, v in self.ev.labels(type_, s).items()
+            if v >= self.thr
+        }
+
+    def all_labels(self, type_: str) -> list[tuple[str, float]]:
+        return [(f.value, f.number or 0.0) for f in self.ev.all(type_) if f.value]
+
+
+def _j(verdict: str, fact: str | None = None, reason: str = "") -> Judgement:
+    return Judgement(verdict, fact, reason)
+
+
+def _presence(e: _Evidence, kind: str, claimed_present: bool) -> Judgement:
+    state = e.content(kind)
+    f = e.ev.get(f"content.{CONTENT[kind]}")
+    desc = f"content.{CONTENT[kind]}={f.value} ({f.confidence:.2f})" if f and f.confidence is not None else None
+    if state is None:
+        return _j(UNSUPPORTED, desc, f"the tagger is not sure whether {kind} is present")
+    if (state == "present") == claimed_present:
+        return _j(SUPPORTED, desc)
+    return _j(CONTRADICTED, desc, f"the tagger is sure {kind} is {state}")
+
+
+def _needs(e: _Evidence, kind: str) -> Judgement | None:
+    """A claim about speakers / music / events contradicts evidence that its content is confidently absent."""
+    if e.content(kind) == "absent":
+        return _j(CONTRADICTED, f"content.{CONTENT[kind]}=absent", f"the tagger is sure there is no {kind}")
+    return None
+
+
+def _band(value: float | None, fact: str, support: bool, contradict: bool, what: str) -> Judgement:
+    if value is None:
+        return _j(UNSUPPORTED, None, f"no confident {what} measurement")
+    if support:
+        return _j(SUPPORTED, f"{fact}={value:g}")
+    if contradict:
+        return _j(CONTRADICTED, f"{fact}={value:g}", f"the measured {what} says otherwise")
+    return _j(UNSUPPORTED, f"{fact}={value:g}", f"the measured {what} is in between")
+
+
+def _norm_words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def _quote(e: _Evidence, quoted: str) -> Judgement:
+    if (j := _needs(e, "speech")) is not None:
+        return j
+    f = e.ok("speech.transcript")
+    if f is None or not f.value:
+        return _j(UNSUPPORTED, None, "no confident transcript to quote from")
+    said, heard = _norm_words(quoted), _norm_words(f.value)
+    if not said:
+        return _j(UNSUPPORTED, None, "empty quote")
+    ratio = SequenceMatcher(None, said, heard).find_longest_match(0, len(said), 0, len(heard)).size / len(said)
+    found = sum(w in set(heard) for w in said) / len(said)
+    if ratio >= 0.8 or found >= 0.9:
+        return _j(SUPPORTED, "speech.transcript")
+    if found < 0.5:
+        return _j(CONTRADICTED, "speech.transcript", "the confident transcript does not contain these words")
+    return _j(UNSUPPORTED, "speech.transcript", "only some of the quoted words are in the transcript")
+
+
+def _topic(e: _Evidence, word: str) -> Judgement:
+    """What the speech is about: the word (or its stem) must be in the confident transcript."""
+    if (j := _needs(e, "speech")) is not None:
+        return j
+    f = e.ok("speech.transcript")
+    if f is None or not f.value:
+        return _j(UNSUPPORTED, None, "what the speech is about needs a confident transcript")
+    stem = _norm_words(word)[0][:5] if _norm_words(word) else word
+    if any(w.startswith(stem) or stem.startswith(w[:5]) and len(w) >= 4 for w in _norm_words(f.value)):
+        return _j(SUPPORTED, "speech.transcript")
+    return _j(UNSUPPORTED, "speech.transcript", f"'{word}' is not in the transcript")
+
+
+def _speakers(e: _Evidence, value: str) -> Judgement:
+    if (j := _needs(e, "speech")) is not None:
+        return j
+    n = e.num("speakers.count")
+    if n is None:
+        return _j(UNSUPPORTED, None, "no confident speaker count")
+    ok = {"1": n == 1, "2": n == 2, "3+": n >= 3}[value]
+    return _j(
+        SUPPORTED if ok else CONTRADICTED, f"speakers.count={n:g}", "" if ok else "the diarization counts otherwise"
+    )
+
+
+def _person(e: _Evidence, type_: str, value: str) -> Judgement:
+    if (j := _needs(e, "speech")) is not None:
+        return j
+    fact = {"gender": "speaker.gender", "age": "speaker.age_band"}[type_]
+    probs: dict[str, float] = {}
+    for who in e.ev.subjects(fact):
+        for label, p in e.ev.labels(fact, who).items():
+            probs[label] = max(probs.get(label, 0.0), p)
+    want = {"female": "female", "male": "male", "child": "child", "senior": "senior"}[value]
+    if probs.get(want, 0.0) >= e.thr:
+        return _j(SUPPORTED, f"{fact}={want} ({probs[want]:.2f})")
+    others = {k: p for k, p in probs.items() if k != want and p >= max(e.thr, 0.8)}
+    if type_ == "gender" and others and len(e.ev.subjects(fact)) == 1:
+        k, p = next(iter(others.items()))
+        return _j(CONTRADICTED, f"{fact}={k} ({p:.2f})", f"the only voice is confidently {k}")
+    return _j(UNSUPPORTED, None, f"no confident {type_} for any speaker")
+
+
+def _tag_support(e: _Evidence, fact: str, word: str) -> bool:
+    w = word.rstrip("s")
+    return any(w in label.lower() and p >= e.thr for label, p in e.all_labels(fact))
+
+
+def _tempo(e: _Evidence, value: str) -> Judgement:
+    if (j := _needs(e, "music")) is not None:
+        return j
+    f = e.ok("music.tempo_bpm")
+    bpm = None if f is None else f.number
+    if bpm is None:
+        return _j(UNSUPPORTED, None, "no confident tempo (octave check)")
+    if value.isdigit():
+        err = abs(float(value) - bpm) / bpm
+        return _band(bpm, "music.tempo_bpm", err <= 0.05, err > 0.15, "tempo")
+    return _band(
+        bpm, "music.tempo_bpm", bands.word("tempo", bpm) == value, bands.contradicts("tempo", value, bpm), "tempo"
+    )
+
+
+def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> Judgement:
+    """The verdict on one claim against one clip's evidence."""
+    e = _Evidence(ev, min_confidence)
+    t, v = c.type, c.value
+    if t in ("presence", "absence"):
+        return _presence(e, v, t == "presence")
+    if t == "silence":
+        present = [k for k in CONTENT if e.content(k) == "present"]
+        if present:
+            return _j(CONTRADICTED, f"content.{CONTENT[present[0]]}=present", f"the tagger hears {present[0]}")
+        if ev.num("content.silent") or all(e.content(k) == "absent" for k in CONTENT):
+            return _j(SUPPORTED, "content.silent")
+        return _j(UNSUPPORTED, None, "the tagger is not sure the clip is silent")
+    if t == "quote":
+        return _quote(e, v)
+    if t == "speakers":
+        return _speakers(e, v)
+    if t in ("topic", "name"):  # a proper name is only safe when the speech says it
+        return _topic(e, v)
+    if t in ("gender", "age"):
+        return _person(e, t, v)
+    if t == "emotion":
+        if (j := _needs(e, "speech")) is not None:
+            return j
+        if v in ("calm", "animated") and any(
+            p >= e.thr
+            for s in ev.subjects("speaker.emotion")
+            for k, p in ev.labels("speaker.emotion", s).items()
+            if k == v
+        ):
+            return _j(SUPPORTED, f"speaker.emotion={v}")
+        return _j(UNSUPPORTED, None, "no confident emotion for the speaker")
+    if t == "language":
+        if (j := _needs(e, "speech")) is not None:
+            return j
+        f = e.ok("speech.language")
+        if f is None or not f.value:
+            return _j(UNSUPPORTED, None, "no confident language identification")
+        same = f.value.lower().startswith(v[:2].lower())
+        return _j(SUPPORTED if same else CONTRADICTED, f"speech.language={f.value}", "" if same else "another language")
+    if t in ("instrument", "genre", "mood"):
+        if (j := _needs(e, "music")) is not None:
+            return j
+        if _tag_support(e, "music.tag", v):
+            return _j(SUPPORTED, f"music.tag~{v}")
+        return _j(UNSUPPORTED, None, f"no music tagger confirms {t} '{v}'")
+    if t == "tempo":
+        return _tempo(e, v)
+    if t == "key":
+        if (j := _needs(e, "music")) is not None:
+            return j
+        f = e.ok("music.key")
+        if f is None or not f.value:
+            return _j(UNSUPPORTED, None, "no confident key")
+        same = f.value.lower() == v.lower()
+        strong = (f.confidence or 0.0) >= 0.8
+        return _j(SUPPORTED if same else CONTRADICTED if strong else UNSUPPORTED, f"music.key={f.value}")
+    if t == "beat":
+        if (j := _needs(e, "music")) is not None:
+            return j
+        s = e.num("music.beat_strength")
+        return _band(s, "music.beat_strength", s is not None and s >= 0.5, False, "beat")
+    if t == "event":
+        vocal = v.startswith(("breath", "laugh", "cough", "sneez", "cry"))  # a voice can make these sounds
+        if (j := _needs(e, "sound")) is not None and not (vocal and e.content("speech") == "present"):
+            return j
+        if _tag_support(e, "sound_tags.clip", v):
+            return _j(SUPPORTED, f"sound_tags~{v}")
+        return _j(UNSUPPORTED, None, f"no expert names the sound source '{v}'")
+    if t == "descriptor":
+        if (j := _needs(e, "sound")) is not None and e.content("music") != "present":
+            return j
+        p = max((x for k, x in e.all_labels("sound_tags.clip") if k == v), default=None)
+        return _band(p, f"sound_tags.clip[{v}]", p is not None and p >= e.thr, False, "sound tag")
+    if t in ("loudness", "noise", "reverb", "bandwidth"):
+        fact = {
+            "loudness": "levels.lufs",
+            "noise": "acoustics.snr_db",
+            "reverb": "acoustics.rt60_s",
+            "bandwidth": "acoustics.bandwidth_hz",
+        }[t]
+        x = e.num(fact)
+        return _band(x, fact, bands.word(t, x) == v, bands.contradicts(t, v, x), t)
+    if t == "clipping":
+        r = e.num("levels.clipping_ratio")
+        return _band(r, "levels.clipping_ratio", (r or 0) > 0.001, r == 0.0, "clipping")
+    if t == "quality":
+        ovrl, snr = e.num("quality.dnsmos_ovrl"), e.num("acoustics.snr_db")
+        if ovrl is None and snr is None:
+            return _j(UNSUPPORTED, None, "no confident quality measurement")
+        q, n = bands.word("speech_quality", ovrl), bands.word("noise", snr)
+        poor = q == "poor" or n == "noisy"
+        good = q in ("good", None) and n in ("clean", None) and (q, n) != (None, None)
+        fact = f"quality.dnsmos_ovrl={ovrl}, acoustics.snr_db={snr}"
+        if v == "poor":
+            return _j(SUPPORTED if poor else CONTRADICTED if good else UNSUPPORTED, fact)
+        return _j(SUPPORTED if good else CONTRADICTED if poor else UNSUPPORTED, fact)
+    if t == "number":
+        return _j(UNSUPPORTED, None, "a number no expert measured")
+    return _j(UNSUPPORTED, None, f"no expert can confirm a {t}")  # place, time
+
+
+@dataclass(frozen=True)
+class AuditedClaim:
+    claim: ExtractedClaim
+    judgement: Judgement
+
+
+def audit(text: str, ev: ClipEvidence, min_confidence: float = 0.6) -> list[AuditedClaim]:
+    return [AuditedClaim(c, judge(c, ev, min_confidence)) for c in extract(text)]
+
+
+def claim_verdict(
+    audited: list[AuditedClaim], *, inference: bool = False, need_support: bool = True
+) -> tuple[bool, str | None, float]:
+    """QC verdict from an item's audited claims: (keep, reason, share of claims supported).
+
+    Rejected: any contradicted claim; any unsupported claim unless `inference` (items that are inference by
+    design: inference and application-context answers, neutral hypotheses); no supported claim at all when
+    `need_support` (a generic item)."""
+    n = len(audited)
+    share = sum(a.judgement.verdict == SUPPORTED for a in audited) / n if n else 0.0
+    for a in audited:
+        if a.judgement.verdict == CONTRADICTED:
+            return (
+                False,
+                f"contradicts the evidence: {a.claim.span!r} ({a.judgement.reason or a.judgement.fact})",
+                share,
+            )
+    if not inference:
+        for a in audited:
+            if a.judgement.verdict == UNSUPPORTED:
+                return False, f"unsupported {a.claim.type} claim {a.claim.span!r}: {a.judgement.reason}", share
+    if need_support and not any(a.judgement.verdict == SUPPORTED for a in audited):
+        return False, "generic: claims nothing the evidence supports", share
+    return True, None, round(share, 4)
+
+
+def entailment_label_check(label: str, audited: list[AuditedClaim]) -> tuple[bool, str | None]:
+    """Does a hypothesis stand in the relation its label claims, by the evidence? Entailment: every claim
+    supported (at least one); contradiction: at least one claim contradicted; neutral: nothing contradicted
+    and at least one claim the evidence cannot decide."""
+    verdicts = [a.judgement.verdict for a in audited]
+    spans = ", ".join(f"{a.claim.span!r}={a.judgement.verdict}" for a in audited) or "no claim found"
+    if label == "entailment":
+        ok = bool(verdicts) and all(v == SUPPORTED for v in verdicts)
+        return ok, None if ok else f"the entailed hypothesis must be supported by the evidence ({spans})"
+    if label == "contradiction":
+        ok = CONTRADICTED in verdicts
+        return ok, None if ok else f"the contradiction must contradict a confident fact ({spans})"
+    ok = CONTRADICTED not in verdicts and UNSUPPORTED in verdicts
+    return ok, None if ok else f"the neutral hypothesis must be undecidable from the evidence ({spans})"

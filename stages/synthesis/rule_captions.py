@@ -1,0 +1,182 @@
+"""Content captions written by rule from the clip's confident facts (`synthesize.content_captions = "rule"`).
+
+A speech, music, sound or environment caption of a few words is fully determined by a handful of facts (who
+speaks and what the confident transcript says; texture, tempo and key; the event descriptors and when; the
+recording's loudness, noise, echo and bandwidth). Writing it from templates (prompts/content_captions.toml)
+costs no model call and says exactly what the facts say. A kind with no confident fact gets no caption.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jinja2
+
+from earmark.prompts import file_sha
+from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.records import Caption
+from earmark.stages import bands
+from earmark.stages.render import SOUND_LABELS, View, when_phrase
+from earmark.stages.synthesis.common import Synth, check_sentence
+
+KINDS = ("speech", "music", "sound", "environment")
+QUOTE_WORDS = 7
+TRAILING = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
+_env = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
+
+
+def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
+    if v.content("speech") != "present":
+        return None
+    n = int(v.num("speakers.count") or 0)
+    genders = set()
+    for who in v.ev.subjects("speaker.speech_s"):
+        labels = v.ev.labels("speaker.gender", who)
+        if labels:
+            label, p = max(labels.items(), key=lambda kv: kv[1])
+            if p >= v.thr:
+                genders.add(label)
+    gender = next(iter(genders)) if len(genders) == 1 and n <= 1 else None
+    key = "two" if n == 2 else "many" if n >= 3 else gender or "unknown"
+    transcript = v.ok("speech.transcript")
+    quote = None
+    if transcript is not None and transcript.value:
+        words = transcript.value.replace('"', "").split()[:QUOTE_WORDS]
+        while len(words) > 3 and words[-1].lower().strip(".,;:!?") in TRAILING:  # "… leaves from" → "… leaves"
+            words.pop()
+        quote = " ".join(words).rstrip(".,;:!?")
+    spans = [tuple(float(x) for x in f.subject.split("-")) for f in v.ev.all("speech.segment") if f.subject]
+    return {
+        "who": w["who"][key],
+        "voice": w["voice"][key],
+        "gender": gender,
+        "quote": quote,
+        "when": when_phrase(when, spans, v.ev.duration_s),
+    }
+
+
+def _music(v: View, w: dict, when: Any) -> dict[str, Any] | None:
+    if v.content("music") != "present":
+        return None
+    harm = v.num("music.harmonic_ratio")
+    texture = None if harm is None else "sustained" if harm >= 0.8 else "percussive" if harm < 0.4 else "mixed"
+    tempo = bands.word("tempo", v.num("music.tempo_bpm"))
+    key = v.ok("music.key")
+    return {
+        "texture": w["texture"].get(texture),
+        "texture_noun": w["texture_noun"].get(texture),
+        "tempo": w["tempo"].get(tempo),
+        "tempo_word": tempo,
+        "beat": (v.num("music.beat_strength") or 0) >= 0.6,
+        "key": key.value if key is not None else None,
+        "when": when_phrase(when, v.windows({"music"}), v.ev.duration_s),
+    }
+
+
+def _sound(v: View, w: dict, when: Any) -> dict[str, Any] | None:
+    if v.content("sound_events") != "present":
+        return None
+    tags = sorted(
+        (
+            (f.number or 0, f.value)
+            for f in v.ev.all("sound_tags.clip")
+            if f.value in w["descriptor"] and (f.number or 0) >= v.thr
+        ),
+        reverse=True,
+    )
+    return {
+        "descriptor": w["descriptor"][tags[0][1]] if tags else None,
+        "when": when_phrase(when, v.windows(SOUND_LABELS), v.ev.duration_s),
+    }
+
+
+def _environment(v: View, w: dict, when: Any) -> dict[str, Any] | None:
+    facts = {
+        band: bands.word(band, v.num(fact))
+        for band, fact in (
+            ("loudness", "levels.lufs"),
+            ("noise", "acoustics.snr_db"),
+            ("reverb", "acoustics.rt60_s"),
+            ("bandwidth", "acoustics.bandwidth_hz"),
+        )
+    }
+    if not any(facts.values()):
+        return None
+    return {band: w[band].get(word) for band, word in facts.items()}
+
+
+FACTS = {"speech": _speech, "music": _music, "sound": _sound, "environment": _environment}
+
+
+def rule_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
+    """Up to 3 references for `kind` from its templates (distinct, whole sentences), or none."""
+    spec = s.phrases("content_captions")
+    v = View(ev, s.min_confidence)
+    facts = FACTS[kind](v, spec["words"], s.phrases("evidence"))
+    if facts is None:
+        return []
+    sha = file_sha("content_captions", s.cfg.prompt_dir)
+    out: list[Caption] = []
+    seen: set[str] = set()
+    for template in spec["templates"][kind]:
+        text = " ".join(_env.from_string(template).render(**facts).split())
+        try:
+            text = check_sentence(text, 3, 25)
+        except ValueError:
+            continue
+        if text.lower() in seen:
+            continue
+        seen.add(text.lower())
+        i = len(out)
+        out.append(
+            Caption(
+                clip_id=ev.clip_id,
+                domain=ev.domain,
+                prompt_name="content_rule",
+                prompt_sha=sha,
+                model="rule",
+                confidence=1.0,
+                item_id=f"{ev.clip_id}:{kind}:{i}",
+                kind=kind,
+                ref_index=i,
+                text=text,
+            )
+        )
+    return out
+
+
+def combined_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
+    """Short or long references by rule, for when the model's fail: short = the main content's caption
+    (speech, else music, else sound events); long = every present content's caption and the recording's,
+    joined. Variant i uses each kind's i-th template, so the three stay distinct."""
+    parts = {k: rule_captions(ev, k, s) for k in KINDS}
+    main = next((parts[k] for k in ("speech", "music", "sound") if parts[k]), [])
+    out: list[Caption] = []
+    for i in range(3):
+        if kind == "short":
+            text = main[i].text if i < len(main) else None
+        else:
+            pieces = [parts[k][min(i, len(parts[k]) - 1)].text for k in KINDS if parts[k]]
+            text = " ".join(pieces) if len(pieces) >= 2 else None
+        if not text:
+            continue
+        try:
+            text = check_sentence(text, 3, 40)
+        except ValueError:
+            continue
+        sha = file_sha("content_captions", s.cfg.prompt_dir)
+        out.append(
+            Caption(
+                clip_id=ev.clip_id,
+                domain=ev.domain,
+                prompt_name="content_rule",
+                prompt_sha=sha,
+                model="rule",
+                confidence=1.0,
+                item_id=f"{ev.clip_id}:{kind}:{i}",
+                kind=kind,
+                ref_index=i,
+                text=text,
+            )
+        )
+    return out

@@ -1,0 +1,228 @@
+"""The claim audit: claims read from item text and judged against hand-written evidence; the QC verdicts it
+gives every item type; entailment labels checked by it; repeated texts across clips."""
+
+from __future__ import annotations
+
+import pytest
+
+from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
+from earmark.stages.audit import audit_items, duplicate_items
+from earmark.stages.claims import audit, claim_verdict, entailment_label_check, extract
+from earmark.stages.evidence import evidence_of
+
+SPEECH = evidence_of(
+    "s1",
+    "S00",
+    {
+        "speech.transcript": ("please close the door when you leave the office", 0.9),
+        "speakers.count": 1,
+        "S1@speaker.speech_s": 6.0,
+        "S1@speaker.gender": {"female": 0.92, "male": 0.08},
+        "levels.lufs": -31.0,
+        "acoustics.snr_db": 8.0,
+        "acoustics.rt60_s": 0.9,
+        "acoustics.bandwidth_hz": 3400.0,
+        "levels.clipping_ratio": 0.0,
+    },
+)
+MUSIC = evidence_of(
+    "m1",
+    "0M0",
+    {"music.tempo_bpm": (81.0, 0.8), "music.key": ("A minor", 0.85), "music.beat_strength": 0.7, "levels.lufs": -18.0},
+)
+OCTAVE = evidence_of("m2", "0M0", {"music.tempo_bpm": (162.0, 0.1)})  # measured, not confident (octave check)
+
+
+def _verdicts(text, ev):
+    return {(a.claim.type, a.claim.value): a.judgement.verdict for a in audit(text, ev)}
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (
+            'A woman says "close the door when you leave".',
+            {("gender", "female"): "supported", ("quote", "close the door when you leave"): "supported"},
+        ),
+        (
+            'A man says "open the window".',
+            {("gender", "male"): "contradicted", ("quote", "open the window"): "contradicted"},
+        ),
+        ("A woman talks about the office door.", {("topic", "office"): "supported", ("topic", "door"): "supported"}),
+        (
+            "A woman speaks in an office while a door slams.",
+            {("place", "office"): "unsupported", ("event", "door"): "contradicted"},
+        ),
+        (
+            "Two people talk over soft piano music.",
+            {("speakers", "2"): "contradicted", ("instrument", "piano"): "contradicted"},
+        ),
+        (
+            "A quiet, noisy, reverberant, telephone-like recording.",
+            {
+                ("loudness", "quiet"): "supported",
+                ("noise", "noisy"): "supported",
+                ("reverb", "reverberant"): "supported",
+                ("bandwidth", "narrow"): "supported",
+            },
+        ),
+        (
+            "A loud, clean recording with little echo.",
+            {
+                ("loudness", "loud"): "contradicted",
+                ("noise", "clean"): "contradicted",
+                ("reverb", "dry"): "contradicted",
+            },
+        ),
+        (
+            "The speech is in Spanish, recorded on a Monday at 9 am.",
+            {("language", "spanish"): "unsupported", ("time", "monday"): "unsupported", ("number", "9"): "unsupported"},
+        ),
+    ],
+)
+def test_claims_on_speech(text, expected):
+    got = _verdicts(text, SPEECH)
+    for claim, verdict in expected.items():
+        assert got.get(claim) == verdict, (text, claim, got)
+
+
+def test_claims_on_music_tempo_key_and_the_octave_check():
+    assert _verdicts("Slow music in A minor with a steady beat.", MUSIC) == {
+        ("tempo", "slow"): "supported",
+        ("key", "A minor"): "supported",
+        ("beat", "beat"): "supported",
+    }
+    assert _verdicts("Fast music at 160 bpm in C major.", MUSIC)[("tempo", "fast")] == "contradicted"
+    assert _verdicts("Fast music at 160 bpm in C major.", MUSIC)[("tempo", "160")] == "contradicted"  # the octave error
+    assert _verdicts("Fast music at 160 bpm in C major.", MUSIC)[("key", "C major")] == "contradicted"
+    # a 162 BPM estimate that fails the octave check supports no tempo word at all
+    assert _verdicts("Fast-tempo music.", OCTAVE)[("tempo", "fast")] == "unsupported"
+    assert _verdicts("A man speaks over the music.", MUSIC)[("gender", "male")] == "contradicted"  # no speech
+
+
+def test_claim_verdict_rules_and_inference_items():
+    keep, reason, _ = claim_verdict(audit("A woman says to close the door, in an office.", SPEECH))
+    assert not keep and "unsupported place claim 'office'" in reason
+    assert claim_verdict(audit("A woman says to close the door, in an office.", SPEECH), inference=True)[0]
+    assert not claim_verdict(audit("A man is speaking in an office.", SPEECH), inference=True)[0]  # never contradicted
+    keep, reason, _ = claim_verdict(audit("An interesting recording.", SPEECH))
+    assert not keep and reason.startswith("generic")
+
+
+def test_extraction_reads_absence_and_does_not_read_inside_words():
+    kinds = [(c.type, c.value) for c in extract("No music and no one speaking; a piano-free, tone-deaf beep.")]
+    assert ("absence", "music") in kinds and ("absence", "speech") in kinds
+    assert ("descriptor", "tonal sound") in kinds and ("absence", "music") == kinds[0]
+    assert all(c.type != "absence" for c in extract("Soft piano music plays."))  # 'no' inside 'piano'
+
+
+def test_entailment_labels_by_the_evidence():
+    def check(label, text):
+        return entailment_label_check(label, audit(text, SPEECH))[0]
+
+    assert check("entailment", "A woman speaks in a reverberant room.")
+    assert not check("entailment", "A woman speaks in an office.")  # the office is not known
+    assert check("contradiction", "A man sings a loud song.")
+    assert not check("contradiction", "A woman speaks somewhere.")  # contradicts nothing
+    assert check("neutral", "The woman is speaking in an office.")
+    assert not check("neutral", "A woman speaks in a reverberant room.")  # decidable: entailed
+
+
+def _lin(clip, i=0):
+    return dict(clip_id=clip, domain="S00", prompt_name="p", prompt_sha="s", model="m", confidence=0.9)
+
+
+def test_audit_items_gives_every_item_type_a_verdict_and_claims_rows():
+    items = {
+        "captions": [
+            Caption(
+                **_lin("s1"),
+                item_id="s1:long:0",
+                kind="long",
+                ref_index=0,
+                text="A woman speaks in a quiet, noisy room with strong echo.",
+            ),
+            Caption(
+                **_lin("s1"), item_id="s1:short:0", kind="short", ref_index=0, text="A man speaks loudly in a studio."
+            ),
+        ],
+        "qa": [
+            QAPair(
+                **_lin("s1"),
+                item_id="s1:qa:0",
+                qa_index=0,
+                category="direct_perception",
+                difficulty="basic",
+                question="Who is speaking?",
+                answer="A woman is speaking.",
+            ),
+            QAPair(
+                **_lin("s1"),
+                item_id="s1:qa:1",
+                qa_index=1,
+                category="application_context",
+                difficulty="complex",
+                question="Where could this be used?",
+                answer="In an office announcement system.",
+            ),
+        ],
+        "entailment": [
+            EntailmentHypothesis(
+                **_lin("s1"), item_id=f"s1:e:{lab}", premise_kind="long", premise="p", label=lab, hypothesis=h
+            )
+            for lab, h in (
+                ("entailment", "A woman is speaking."),
+                ("neutral", "The speaker is in an office."),
+                ("contradiction", "A woman whispers in a silent room."),
+            )
+        ],  # 'silent' contradicts speech
+        "instructions": [
+            InstructionTriple(
+                **_lin("s1"),
+                item_id="s1:i:0",
+                dimension="Format",
+                instruction="Who speaks? Answer in JSON.",
+                rule=13,
+                rule_content='{"main_sound": "", "recording": ""}',
+                answer='{"main_sound": "a woman speaking", "recording": "noisy and quiet"}',
+            )
+        ],
+    }
+    qc, claims = audit_items(items, {"s1": SPEECH}, 0.6)
+    verdict = {(r.item_id, r.check): r.keep for r in qc}
+    assert verdict[("s1:long:0", "claim_audit")] and not verdict[("s1:short:0", "claim_audit")]
+    assert verdict[("s1:qa:0", "claim_audit")] and verdict[("s1:qa:1", "claim_audit")]  # inference may be unsupported
+    assert all(verdict[(f"s1:e:{lab}", "claim_audit")] for lab in ("entailment", "neutral", "contradiction"))
+    assert all(verdict[(f"s1:e:{lab}", "entailment_set")] for lab in ("entailment", "neutral", "contradiction"))
+    assert verdict[("s1:i:0", "claim_audit")]
+    assert {c.item_id for c in claims} >= {"s1:long:0", "s1:qa:0", "s1:i:0"}
+    bad = {r.item_id: r.reason for r in qc if not r.keep}
+    assert "contradicts the evidence: 'man'" in bad["s1:short:0"]
+
+
+def test_a_failed_hypothesis_rejects_its_whole_set():
+    ent = [
+        EntailmentHypothesis(
+            **_lin("s1"), item_id=f"s1:e:{lab}", premise_kind="long", premise="p", label=lab, hypothesis=h
+        )
+        for lab, h in (
+            ("entailment", "A woman is speaking."),
+            ("neutral", "A woman is speaking clearly."),  # not neutral
+            ("contradiction", "A man speaks."),
+        )
+    ]
+    qc, _ = audit_items({"entailment": ent}, {"s1": SPEECH}, 0.6)
+    sets = {r.item_id: r.keep for r in qc if r.check == "entailment_set"}
+    assert sets == {"s1:e:entailment": False, "s1:e:neutral": False, "s1:e:contradiction": False}
+
+
+def test_the_same_text_on_clips_with_different_evidence_is_rejected():
+    caps = [
+        Caption(**_lin(c), item_id=f"{c}:short:0", kind="short", ref_index=0, text="A woman speaks.")
+        for c in ("s1", "m1")
+    ]
+    other = evidence_of("m1", "S00", {"levels.lufs": -10.0})
+    rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": other})
+    assert [r.keep for r in rows] == [False, False] and "2 clips" in rows[0].reason
+    same = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": SPEECH.model_copy(update={"clip_id": "m1"})})
+    assert all(r.keep for r in same)  # identical evidence may give identical items
