@@ -36,6 +36,7 @@ class AnalyzeSection(Section):
     `models_dir` (bring your weights, see experts/models.py); a `None` model id turns that part off."""
 
     profile: Literal["embedded", "paper"] = "embedded"
+    domain: Literal["probe", "heuristic"] = "probe"  # embedded profile: the learned tagger or the DSP heuristic
     asr_beam_size: int = Field(1, ge=1, le=10)
     # --- paper profile
     models_dir: Path | None = None  # None → $EARMARK_MODELS_DIR or ~/.cache/earmark/models

@@ -1,5 +1,7 @@
 """The embedded (offline, CPU) profile: every slot's offline default, in dependency order.
 
+The domain decision is the learned tagger (experts/domain_probe.py) unless `analyze.domain = "heuristic"`
+selects the older DSP heuristic (experts/domain.py), kept for comparison.
 Speech experts run on every clip and skip (with a reason) where VAD found no speech; the music experts
 skip clips whose domain decision has no music; acoustics runs on all clips.
 """
@@ -20,6 +22,7 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.asr_check import HallucinationCheckExpert
     from earmark.experts.diarize import ResemblyzerDiarizationExpert
     from earmark.experts.domain import HeuristicDomainExpert
+    from earmark.experts.domain_probe import LearnedDomainExpert
     from earmark.experts.levels import LevelsExpert
     from earmark.experts.music import HPSSSeparationExpert, LibrosaMusicExpert
     from earmark.experts.quality import DNSMOSExpert
@@ -32,7 +35,7 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
         SileroVADExpert(),
         DNSMOSExpert(),
         WhisperASRExpert(beam_size=cfg.asr_beam_size),
-        HeuristicDomainExpert(),
+        LearnedDomainExpert() if cfg.domain == "probe" else HeuristicDomainExpert(),
         HallucinationCheckExpert(),
         ResemblyzerDiarizationExpert(),
         PitchSpeakerAttributesExpert(),

@@ -31,6 +31,8 @@ def _watch():
         time.sleep(0.5)
     os._exit(0)
 threading.Thread(target=_watch, daemon=True).start()
+if os.environ.get("EARMARK_LLM_CPUS"):  # one core per single-slot server: no two servers time-share a core
+    os.sched_setaffinity(0, {int(c) for c in os.environ["EARMARK_LLM_CPUS"].split(",")})
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
@@ -79,8 +81,10 @@ class LocalLLMServer:
         log_path: str | os.PathLike[str] | None = None,
         *,
         startup_timeout_s: float = 180.0,
+        cpus: tuple[int, ...] = (),
     ) -> None:
         self.model_id = model_id
+        self.cpus = tuple(cpus)  # pin the server to these cores (empty: the OS decides)
         self.n_ctx = n_ctx
         self.n_threads = n_threads or default_threads()
         self.requested_port = port
@@ -180,6 +184,8 @@ class LocalLLMServer:
             str(self.n_threads),
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        if self.cpus:
+            env["EARMARK_LLM_CPUS"] = ",".join(map(str, self.cpus))
         with open(self.log_path, "ab") as log:  # the child keeps its own copy of the descriptor
             self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
 

@@ -22,6 +22,14 @@ def embedded_servers(cfg: LLMSection) -> int:
     return cfg.embedded_servers or max(1, os.cpu_count() or 1)
 
 
+def _cores_for(i: int, n_servers: int, threads: int, cores: list[int]) -> tuple[int, ...]:
+    """Server i's own cores when the servers' threads fit the cores this process may use, else none (the OS
+    decides). Left to itself, the scheduler was seen parking two single-thread servers on one core."""
+    if not cores or n_servers * threads > len(cores) or n_servers < 2:
+        return ()
+    return tuple(cores[i * threads : (i + 1) * threads])
+
+
 class _LazyServerClient(LLMClient):
     """The embedded llama.cpp servers, started when the first request misses the cache. Requests are routed
     by their prompt (system + first user message), so the references of one caption kind, which share their
@@ -49,6 +57,7 @@ class _LazyServerClient(LLMClient):
 
     def _start(self) -> None:
         threads = self._cfg.n_threads or max(1, (os.cpu_count() or 1) // self.n_servers)
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
         for i in range(self.n_servers):
             log = (
                 None
@@ -58,7 +67,13 @@ class _LazyServerClient(LLMClient):
                 )
             )
             self._servers.append(
-                LocalLLMServer(self._cfg.model, n_ctx=self._cfg.n_ctx, n_threads=threads, log_path=log).start()
+                LocalLLMServer(
+                    self._cfg.model,
+                    n_ctx=self._cfg.n_ctx,
+                    n_threads=threads,
+                    log_path=log,
+                    cpus=_cores_for(i, self.n_servers, threads, cores),
+                ).start()
             )
             self._busy.append(0)
 

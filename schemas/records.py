@@ -140,6 +140,8 @@ class DomainDecision(ExpertRecord):
     sound_prob: float
     silent: bool
     features: list[NamedValue]
+    # per-window probabilities of "speech", "music", "sound" (a learned tagger; empty for a heuristic)
+    windows: list[WindowTags] = []
 
 
 class NamedValue(Record):

@@ -25,7 +25,7 @@ from typing import Any
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.outcomes import ItemClaim, QCResult
-from earmark.stages.claims import AuditedClaim, audit, claim_verdict, entailment_label_check
+from earmark.stages.claims import AuditedClaim, about_audio, audit, claim_verdict, entailment_label_check
 from earmark.stages.qc import normalise
 
 INFERENCE = ("inference_judgement", "application_context")
@@ -90,6 +90,8 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
         share = sum(a.judgement.verdict == "supported" for a in audited) / n if n else 0.0
         return keep, reason, round(share, 4), _rows(table, item, "hypothesis", audited)
     keep, reason, shares = True, None, []
+    if table == "instructions" and not about_audio(item.instruction):
+        keep, reason = False, "instruction: the question does not ask about the audio"
     for field, text, opts in fields:
         audited = audit(text, ev, thr)
         rows += _rows(table, item, field, audited)

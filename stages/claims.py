@@ -424,6 +424,19 @@ def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> J
     return _j(UNSUPPORTED, None, f"no expert can confirm a {t}")  # place, time
 
 
+_ABOUT_AUDIO = re.compile(
+    r"\b(?:hear\w*|heard|audio|sound\w*|listen\w*|clip|recording|record\w*|speak\w*|"
+    r"speech|spoken|voices?|says?|said|talk\w*|words?|music\w*|song|melod\w*|beat|tempo|"
+    r"noise\w*|loud\w*|quiet|echo|background|silen\w*|tone|pitch|instrument\w*)\b",
+    re.I,
+)
+
+
+def about_audio(question: str) -> bool:
+    """Whether a question asks about what is heard (an instruction item must; "What is 2 + 2?" does not)."""
+    return bool(_ABOUT_AUDIO.search(question)) or any(c.type != "number" for c in extract(question))
+
+
 @dataclass(frozen=True)
 class AuditedClaim:
     claim: ExtractedClaim

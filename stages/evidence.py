@@ -129,6 +129,8 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
         p = float(prob)
         f.add(dom, f"content.{content}", _r(p), "present" if present else "absent", confidence=p if present else 1 - p)
     f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent", confidence=1.0)
+    for w in dom.windows[:MAX_LIST]:  # when in the clip each content is heard
+        f.labels(dom, "content.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
     if (vad := records.get("vad")) is not None:
         f.add(vad, "speech.seconds", _r(vad.speech_s, 2))
         f.add(vad, "speech.ratio", _r(vad.speech_ratio))

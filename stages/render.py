@@ -39,7 +39,8 @@ class View:
     def windows(self, labels: set[str]) -> list[tuple[float, float]]:
         """(start, end) of the tagger's windows where one of `labels` is likely."""
         out = []
-        for f in self.ev.all("sound_tags.window"):
+        windows = list(self.ev.all("content.window")) or list(self.ev.all("sound_tags.window"))
+        for f in windows:
             if f.value in labels and (f.number or 0) >= 0.5 and f.subject and "-" in f.subject:
                 a, b = (float(x) for x in f.subject.split("-"))
                 out.append((a, b))

@@ -149,7 +149,9 @@ def test_rerun_after_editing_only_the_entailment_prompt_regenerates_only_entailm
     edited = tmp_path / "prompts"
     shutil.copytree(Path(prompts_pkg.__file__).parent, edited, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     path = edited / "entailment.toml"
-    path.write_text(path.read_text().replace("Make the neutral one hard:", "Make the neutral one genuinely hard:"))
+    text = path.read_text()
+    assert "Never use negation words" in text, "the edit below must change the prompt"
+    path.write_text(text.replace("Never use negation words", "Never use any negation words"))
     cfg2 = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"prompt_dir": edited})})
 
     out = run_rerun(cfg2, "synthesize", ["entailment"])
@@ -159,7 +161,12 @@ def test_rerun_after_editing_only_the_entailment_prompt_regenerates_only_entailm
     assert out["shards"]["synthesize:evidence"]["computed"] == 0
     assert out["llm"]["calls"] > 0
     touched = set(out["diff"])
-    assert touched & {"entailment", "rejections"} and touched <= {"entailment", "rejections", "qc"}
+    assert touched & {"entailment", "rejections"} and touched <= {
+        "entailment",
+        "rejections",
+        "qc",
+        "claims",
+    }  # claims: the audit of the new hypotheses
     assert Path(out["diff_report"]).read_text().startswith(f"# e2e {first['version']} → {out['version']}")
 
     again = run_rerun(cfg2, "synthesize", ["entailment"])  # nothing changed since: no call, same version
@@ -176,5 +183,6 @@ def test_until_analyze_publishes_the_expert_annotations_only(built):
     assert con.execute(f"SELECT count(*) FROM {v}.captions").fetchone()[0] == 0
     rows = con.execute(f"SELECT c.source_path, d.domain FROM {v}.clips c JOIN {v}.domain d USING (clip_id)").fetchall()
     assert rows and all(path and domain for path, domain in rows)
+    con.close()  # DuckDB refuses a read-write connection in a process that holds a read-only one
     again = run_build(cfg)  # the full build again: every shard reused, its version back
     assert sum(n["computed"] for s, n in again["shards"].items() if s != "publish") == 0 and again["created"]

@@ -93,3 +93,30 @@ def test_missing_context_and_bad_thresholds_are_reported() -> None:
         HeuristicDomainExpert({"music_mid": 1.0})
     stricter = HeuristicDomainExpert({"tonal_db_mid": THRESHOLDS["tonal_db_mid"] + 5})
     assert stricter.key_config() != HeuristicDomainExpert().key_config()
+
+
+# ------------------------------------------------------------------------------------ the learned tagger
+def test_learned_tagger_gives_a_valid_decision_with_windows_and_respects_silence(tmp_path):
+    """The embedded default (experts/domain_probe.py): probabilities, per-window tags and the code agree; a
+    silent clip is 000; clear speech is heard as speech. (Its accuracy is measured on a real-audio dev set
+    by training/eval_dev.py, not here.)"""
+    from earmark.experts.domain_probe import LearnedDomainExpert
+
+    items = generate_corpus(tmp_path / "c", per_domain=1, seed=1, hostile=False)
+    by_domain = {i.domain: i for i in items}
+    clips = []
+    for domain in ("000", "S00", "0M0"):
+        rows, _ = ingest_file(by_domain[domain].path, IngestSection())
+        clips.append(decode_clip(rows[0]))
+    expert = LearnedDomainExpert()
+    silence, speech, music = expert.analyze(clips, _context(clips))
+    for d in (silence, speech, music):
+        flags = [
+            p >= dict((f.name, f.value) for f in d.features)[f"threshold_{h}"]
+            for p, h in ((d.speech_prob, "speech"), (d.music_prob, "music"), (d.sound_prob, "sound"))
+        ]
+        assert d.domain == domain_code(*flags) or d.silent
+        assert d.windows and all({t.label for t in w.tags} == {"speech", "music", "sound"} for w in d.windows)
+        assert d.backend.startswith("probe:")
+    assert silence.domain == "000"
+    assert speech.domain[0] == "S" and speech.speech_prob > 0.9

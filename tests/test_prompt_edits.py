@@ -24,6 +24,7 @@ CAPTIONS = {"synthesize:captions", "synthesize:entailment"} | AFTER  # entailmen
 EXPECTED: dict[str, set[str]] = {
     **{f"caption_{k}": CAPTIONS for k in ("short", "long", "speech", "music", "sound", "environment")},
     "absent": CAPTIONS,
+    "content_captions": CAPTIONS,  # rule-written content captions and the short/long fallback
     "qa": {"synthesize:qa"} | AFTER,
     "entailment": {"synthesize:entailment"} | AFTER,
     "ifeval": {"synthesize:instructions"} | AFTER,

@@ -18,6 +18,7 @@ from earmark.metrics.ifeval import check_rule
 from earmark.prompts import Prompt
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import InstructionTriple
+from earmark.stages.claims import about_audio
 from earmark.stages.synthesis.common import Outcome, Synth, ask, check_sentence, clean, grounded
 from earmark.stages.synthesis.replies import InstructionReply, instruction_reply, reply_schema
 
@@ -133,6 +134,8 @@ def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
         def parse(d: Any, p: dict = plan) -> tuple[InstructionReply, str]:
             r = InstructionReply.model_validate(d)
             answer = expected_answer(r, p)
+            if not about_audio(r.question):
+                raise ValueError("ask about what is heard in the clip")
             grounded(s, ev, r.question, need_support=False)
             grounded(s, ev, answer_text(r, p))  # the expected answer is about the audio, and true
             return r, answer
