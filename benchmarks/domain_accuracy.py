@@ -1,4 +1,4 @@
-"""How well the heuristic domain expert tags the synthetic demo corpus (known domains by construction).
+"""How well a domain expert (the learned probe, or the DSP heuristic) tags the synthetic demo corpus (known domains by construction).
 
     PYTHONPATH=. python benchmarks/domain_accuracy.py --seed 1 --per-domain 10 --out domain_seed1.json
 
@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from earmark.config import IngestSection
 from earmark.corpus import generate_corpus  # noqa: E402
 from earmark.experts.domain import HeuristicDomainExpert  # noqa: E402
+from earmark.experts.domain_probe import LearnedDomainExpert  # noqa: E402
 from earmark.experts.levels import LevelsExpert  # noqa: E402
 from earmark.experts.vad import SileroVADExpert  # noqa: E402
 from earmark.schemas.records import DOMAIN_CODES, domain_flags  # noqa: E402
@@ -39,7 +40,7 @@ def confusion_markdown(matrix: np.ndarray) -> str:
     return "\n".join([head, rule, *rows])
 
 
-def run(seed: int, per_domain: int, workdir: Path) -> dict:
+def run(seed: int, per_domain: int, workdir: Path, expert: str = "probe") -> dict:
     items = generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False)
     clips, truth, files = [], [], []
     for item in items:
@@ -57,7 +58,8 @@ def run(seed: int, per_domain: int, workdir: Path) -> dict:
         start = time.perf_counter()
         context[expert.name] = {r.clip_id: r for r in expert.analyze(clips, {})}
         timings[expert.name] = (time.perf_counter() - start) / len(clips)
-    domain = HeuristicDomainExpert()
+    domain = LearnedDomainExpert() if expert == "probe" else HeuristicDomainExpert()
+    domain.analyze(clips[:1], context)  # load the model outside the timing
     start = time.perf_counter()
     decisions = domain.analyze(clips, context)
     timings[domain.name] = (time.perf_counter() - start) / len(clips)
@@ -97,14 +99,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-domain", type=int, default=10)
+    parser.add_argument("--expert", choices=("probe", "heuristic"), default="probe", help="the domain backend")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--workdir", type=Path, help="keep the generated corpus here (default: a temp dir)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.seed, args.per_domain, args.workdir or Path(tmp))
+        result = run(args.seed, args.per_domain, args.workdir or Path(tmp), args.expert)
     matrix = np.array(result["confusion"])
     print(
-        f"seed {result['seed']}: {result['clips']} clips, accuracy {result['accuracy']:.1%} "
+        f"{result['backend']}, seed {result['seed']}: {result['clips']} clips, accuracy {result['accuracy']:.1%} "
         f"(speech {result['flag_accuracy']['speech']:.1%}, music {result['flag_accuracy']['music']:.1%}, "
         f"sound {result['flag_accuracy']['sound']:.1%})\n"
     )
