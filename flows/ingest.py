@@ -7,31 +7,36 @@ from functools import partial
 from prefect import flow
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, submit, task_runner
+from earmark.flows.common import StageResult, open_catalog, submit, task_runner
 from earmark.stages import ingest
 from earmark.stages.base import ShardJob
 
 
 @flow(name="ingest", log_prints=True)
 def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
-    """Decode, standardise and cut every input file; unusable files go to `quarantine` with a reason."""
+    """Decode, standardise and cut every input file; unusable files go to `quarantine` with a reason.
+
+    Files keep the shard the dataset's manifest gave them on their first build; new files form new shards.
+    """
     files = ingest.discover(cfg.inputs)
     if not files:
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs)) or '(no inputs given)'}")
     root = ingest.input_root(list(cfg.inputs))
     spec = ingest.spec(cfg.ingest)
-    n = cfg.ingest.files_per_shard
+    cat = open_catalog(cfg)
+    groups, added = ingest.assign_shards(files, root, cat.manifest(), cfg.ingest.files_per_shard)
     futures = []
-    for i in range(0, len(files), n):
-        group = files[i : i + n]
+    for shard, group in groups.items():
         job = ShardJob(
             spec,
             partial(ingest.run, group, root, cfg.ingest),
             sources=[ingest.source_identity(f, root) for f in group],
-            label=f"shard-{i // n:04d}",
+            label=f"shard-{shard:04d}",
         )
         futures.append(submit(cfg, job, run_id))
-    return StageResult([f.result() for f in futures])
+    results = [f.result() for f in futures]
+    cat.extend_manifest(added, run_id)  # only once every new shard is written: a failed run assigns nothing
+    return StageResult(results)
 
 
 def run_ingest(cfg: Config, run_id: str | None = None) -> StageResult:

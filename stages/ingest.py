@@ -12,7 +12,7 @@ import io
 import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -56,6 +56,33 @@ def display_path(path: Path, root: Path | None) -> str:
 def source_identity(path: Path, root: Path | None) -> str:
     """What an ingest shard's key depends on per file: its displayed path and content."""
     return f"{display_path(path, root)}:{file_sha256(path)}"
+
+
+def assign_shards(
+    files: Sequence[Path], root: Path | None, manifest: Mapping[str, int], per_shard: int
+) -> tuple[dict[int, list[Path]], dict[str, int]]:
+    """Group files into ingest shards without moving any file already assigned (the append-only manifest).
+
+    A file in `manifest` (display path → shard) stays in its shard; new files fill new shards after the
+    highest one, `per_shard` at a time, in path order. So adding files to a built corpus creates new shards
+    only, and every existing shard (and everything downstream of it) keeps its key. A removed file only
+    shrinks its own shard. Returns (shard → files, the new assignments to append to the manifest).
+    """
+    groups: dict[int, list[Path]] = {}
+    new: list[Path] = []
+    for f in files:
+        shard = manifest.get(display_path(f, root))
+        if shard is None:
+            new.append(f)
+        else:
+            groups.setdefault(shard, []).append(f)
+    first = max(manifest.values(), default=-1) + 1
+    added: dict[str, int] = {}
+    for i in range(0, len(new), per_shard):
+        shard = first + i // per_shard
+        groups[shard] = new[i : i + per_shard]
+        added.update({display_path(f, root): shard for f in groups[shard]})
+    return dict(sorted(groups.items())), added
 
 
 def input_root(paths: Sequence[Path]) -> Path | None:

@@ -38,6 +38,8 @@ CREATE TABLE IF NOT EXISTS versions (
     version VARCHAR PRIMARY KEY, created_at TIMESTAMP, run_id VARCHAR, parent VARCHAR, note VARCHAR,
     stats_json VARCHAR);
 CREATE TABLE IF NOT EXISTS version_shards (version VARCHAR, key VARCHAR, table_name VARCHAR);
+CREATE TABLE IF NOT EXISTS manifest (
+    source VARCHAR PRIMARY KEY, shard INTEGER, run_id VARCHAR, added_at TIMESTAMP);
 """
 
 
@@ -104,6 +106,19 @@ class Catalog:
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
         with self.connect() as con:
             return con.execute(sql, params or []).fetchall()
+
+    # -------------------------------------------------------------------------------------- manifest
+    def manifest(self) -> dict[str, int]:
+        """Which ingest shard every input file ever built into this dataset belongs to (display path → shard)."""
+        return dict(self.query("SELECT source, shard FROM manifest"))
+
+    def extend_manifest(self, assigned: Mapping[str, int], run_id: str | None) -> None:
+        """Append new files' shard assignments; a file already in the manifest keeps its shard (append-only)."""
+        if not assigned:
+            return
+        rows = [(source, shard, run_id, _now()) for source, shard in assigned.items()]
+        with self.connect() as con:
+            con.executemany("INSERT OR IGNORE INTO manifest VALUES (?, ?, ?, ?)", rows)
 
     # ---------------------------------------------------------------------------------------- shards
     def shard_path(self, table: str, key: str) -> Path:
