@@ -137,7 +137,9 @@ def audit_items(
 
 def duplicate_items(items: Mapping[str, Sequence[Any]], evidence: Mapping[str, ClipEvidence]) -> list[QCResult]:
     """`duplicate_across_clips`: the same text (normalised) on clips with different evidence, per table and
-    field; every such item is rejected, and the verdict names how many clips share it."""
+    field; every such model-written item is rejected (a cached or generic reply, not about its clip), and the
+    verdict names how many clips share it. A rule-written item (model "rule") says only facts of its kind, so
+    the same words on two clips mean the same facts: it is flagged in the reason and kept."""
     out: list[QCResult] = []
     for table, rows in items.items():
         field = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}[table]
@@ -151,14 +153,9 @@ def duplicate_items(items: Mapping[str, Sequence[Any]], evidence: Mapping[str, C
             clips = {i.clip_id for i in group}
             dup = len(clips) > 1 and len(shas) > 1
             for item in group:
-                out.append(
-                    _qc(
-                        table,
-                        item,
-                        "duplicate_across_clips",
-                        not dup,
-                        f"the same {field} appears on {len(clips)} clips with different evidence" if dup else None,
-                        float(len(clips)),
-                    )
-                )
+                by_rule = getattr(item, "model", "") == "rule"  # same facts of its kind, same words: flagged, kept
+                why = f"the same {field} appears on {len(clips)} clips with different evidence" if dup else None
+                if dup and by_rule:
+                    why = f"{why} (written by rule from facts those clips share: kept)"
+                out.append(_qc(table, item, "duplicate_across_clips", not dup or by_rule, why, float(len(clips))))
     return out

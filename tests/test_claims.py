@@ -226,3 +226,12 @@ def test_the_same_text_on_clips_with_different_evidence_is_rejected():
     assert [r.keep for r in rows] == [False, False] and "2 clips" in rows[0].reason
     same = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": SPEECH.model_copy(update={"clip_id": "m1"})})
     assert all(r.keep for r in same)  # identical evidence may give identical items
+
+
+def test_the_same_rule_written_text_on_clips_with_different_evidence_is_flagged_and_kept():
+    caps = [
+        Caption(**{**_lin(c), "model": "rule"}, item_id=f"{c}:music:0", kind="music", ref_index=0, text="Music.")
+        for c in ("s1", "m1")
+    ]
+    rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": MUSIC})
+    assert all(r.keep for r in rows) and "written by rule" in rows[0].reason and rows[0].score == 2.0

@@ -27,6 +27,7 @@ EXPECTED: dict[str, set[str]] = {
     "content_captions": CAPTIONS,  # rule-written content captions and the short/long fallback
     "qa": {"synthesize:qa"} | AFTER,
     "entailment": {"synthesize:entailment"} | AFTER,
+    "entailment_rules": {"synthesize:entailment"} | AFTER,  # the rule-written fallback sets
     "ifeval": {"synthesize:instructions"} | AFTER,
     "evidence": ITEMS | AFTER,  # every item's notes, and the offline margin filter's anchor text
     "repair": ITEMS | AFTER,

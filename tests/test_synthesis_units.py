@@ -257,3 +257,45 @@ def test_config_errors_name_the_problem(tmp_path: Path):
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(bad)
     assert load_config(None, {"llm.model": "x", "dataset": "d"}).llm.model == "x"
+
+
+def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_audit():
+    from earmark.stages.audit import audit_items
+    from earmark.stages.synthesis.entailment import entailment_clip
+
+    ev = _ev()
+    premise = Caption(
+        clip_id=ev.clip_id,
+        domain=ev.domain,
+        prompt_name="caption_long",
+        prompt_sha="x",
+        model="m",
+        confidence=0.9,
+        item_id=f"{ev.clip_id}:long:0",
+        kind="long",
+        ref_index=0,
+        text='A man speaks clearly, saying "hello there, nice to meet you", in a clean, dry recording.',
+    )
+    negated = {
+        "reasoning": "r",
+        "entailment": "A man is speaking in the clip.",
+        "neutral": "The man is speaking in the evening.",
+        "contradiction": "There is no speech at all in the clip.",  # a negation: invalid
+        "confidence": 0.9,
+    }
+    llm = ScriptedLLM([negated, negated])  # the repair fails the same way
+    out = entailment_clip(ev, [premise], Synth(llm, SynthesizeSection()))
+    assert len(llm.calls) == 2 and len(out.rejections) == 1 and "negation" in out.rejections[0].reason
+    rows = {h.label: h for h in out.rows}
+    assert set(rows) == {"entailment", "neutral", "contradiction"}
+    assert all(h.model == "rule" and h.prompt_name == "entailment_rules" for h in rows.values())
+    qc, _ = audit_items({"entailment": out.rows}, {ev.clip_id: ev}, 0.6)
+    assert qc and all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]
+    # the entailed sentence restates something the premise says (speech, a man, clean, little echo)
+    assert rows["entailment"].hypothesis in {
+        "Someone is speaking in this recording.",
+        "A man is speaking.",
+        "A voice can be heard in the clip.",
+        "The recording is clean.",
+        "The recording has little echo.",
+    }

@@ -3,7 +3,8 @@
 The premise is the clip's first long caption (else its first short one); one call writes a short reasoning
 and the three hypotheses. Validation enforces the paper's generation rules a machine can check: whole
 sentences, three different hypotheses, none a copy of the premise, a contradiction without negation words
-(the paper's "easy contradiction" shortcut).
+(the paper's "easy contradiction" shortcut). A set that still fails after its repair is written by rule from
+the confident facts where they allow it (earmark.stages.synthesis.rule_entailment), beside its rejection row.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from earmark.schemas.records import Caption, EntailmentHypothesis
 from earmark.stages.claims import audit, entailment_label_check
 from earmark.stages.synthesis.common import Outcome, Synth, ask
 from earmark.stages.synthesis.replies import EntailmentReply, reply_schema
+from earmark.stages.synthesis.rule_entailment import rule_entailment
 
-PROMPTS = ("entailment",)
+PROMPTS = ("entailment", "entailment_rules")
 LABELS = ("entailment", "neutral", "contradiction")
 _WORDS = re.compile(r"[a-z0-9']+")
 
@@ -89,6 +91,10 @@ def entailment_clip(ev: ClipEvidence, captions: Sequence[Caption], s: Synth) -> 
         return reply
 
     reply, raw, reason = ask(s, prompt, messages, reply_schema(EntailmentReply), parse, s.seed_for(ev, 0))
-    if reply is None:
-        return Outcome([], [s.rejection(ev, "entailment", prompt, reason, raw)])
+    if reply is None:  # the model's set failed: keep its rejection, write the set by rule when the facts allow
+        rejected = s.rejection(ev, "entailment", prompt, reason, raw)
+        rows, why = rule_entailment(ev, premise, s)
+        if why:
+            rejected = s.rejection(ev, "entailment", prompt, f"{reason}; rule fallback: {why}", raw)
+        return Outcome(rows, [rejected])
     return Outcome(hypothesis_rows(ev, s, s.lineage(ev, prompt), reply, premise, reply.confidence), [])
