@@ -6,7 +6,8 @@ claim fail most.
 
 Before QC counts every item the synthesis wrote (rule-written ones included); after QC counts the items every
 check kept. Unsupported claims are allowed in inference-by-design items (inference and application-context
-answers, neutral hypotheses, questions); they are counted separately so the table shows it.
+answers, neutral hypotheses, questions); they are counted separately so the table shows it. Entailment rows
+count contradicted claims in entailed and neutral hypotheses only (a contradiction hypothesis must contradict).
 """
 
 from __future__ import annotations
@@ -47,6 +48,11 @@ def main() -> None:
             f"FROM {v}.claims c LEFT JOIN {v}.qa q ON c.item_table = 'qa' AND q.item_id = c.item_id "
             f"WHERE c.item_table = '{table}'"
         )
+        if table == "entailment":  # a contradiction hypothesis is meant to contradict: count the other two labels
+            base = (
+                f"FROM {v}.claims c JOIN {v}.entailment e ON e.item_id = c.item_id LEFT JOIN {v}.qa q "
+                "ON false WHERE c.item_table = 'entailment' AND e.label <> 'contradiction'"
+            )
         contra = cat.query(f"SELECT count(DISTINCT c.item_id) {base} AND c.verdict = 'contradicted'")[0][0]
         unsup = cat.query(f"SELECT count(DISTINCT c.item_id) {base} AND c.verdict = 'unsupported' AND {gated}")[0][0]
         n_kept = cat.query(f"SELECT count(DISTINCT item_id) FROM {v}.{table} WHERE item_id IN {kept}")[0][0]

@@ -1,11 +1,14 @@
-"""How well a domain expert (the learned probe, or the DSP heuristic) tags the synthetic demo corpus (known domains by construction).
+"""How well a domain expert (the learned probe, or the DSP heuristic) tags clips whose domains are known.
 
-    PYTHONPATH=. python benchmarks/domain_accuracy.py --seed 1 --per-domain 10 --out domain_seed1.json
+    .venv/bin/python benchmarks/domain_accuracy.py --expert probe --seed 2 --per-domain 10 --out res.json
+    .venv/bin/python benchmarks/domain_accuracy.py --expert heuristic --truth /work/data-cache/tagger/mixes/dev.jsonl
 
-Generates a corpus with earmark.corpus, ingests it (so the 14 s file becomes two clips), runs the
-levels, VAD and domain experts as the analyze stage would, and prints the accuracy and the 8×8
-confusion matrix (rows = true domain, columns = predicted) as markdown. Thresholds were set on seed 0:
-report other seeds as held-out numbers.
+By default it generates a corpus with earmark.corpus (domains known by construction; the 14 s file becomes
+two clips); with `--truth` it reads a labelled real-audio set instead (training/build_corpus.py's dev mixes:
+JSON lines with `id` and `domain`, the wavs in the directory named like the file). It runs the real ingest,
+levels, VAD and domain experts as the analyze stage would, and prints the accuracy and the 8×8 confusion
+matrix (rows = true domain, columns = predicted) as markdown. The heuristic's thresholds were set on the
+generated corpus's seed 0: report other seeds as held-out numbers.
 """
 
 from __future__ import annotations
@@ -40,17 +43,24 @@ def confusion_markdown(matrix: np.ndarray) -> str:
     return "\n".join([head, rule, *rows])
 
 
-def run(seed: int, per_domain: int, workdir: Path, expert: str = "probe") -> dict:
-    items = generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False)
+def run(seed: int, per_domain: int, workdir: Path, backend: str = "probe", truth_file: Path | None = None) -> dict:
+    if truth_file is None:  # the generated corpus, domains known by construction
+        labelled = [
+            (i.path, i.domain) for i in generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False)
+        ]
+    else:  # a labelled real-audio set: JSON lines {id, domain}, the .wav files beside the truth file's stem dir
+        rows = [json.loads(line) for line in truth_file.read_text().splitlines() if line.strip()]
+        wav_dir = truth_file.with_suffix("")
+        labelled = [(wav_dir / f"{r['id']}.wav", r["domain"]) for r in rows]
     clips, truth, files = [], [], []
-    for item in items:
-        rows, quarantined = ingest_file(item.path, IngestSection())
+    for path, domain in labelled:
+        rows, quarantined = ingest_file(path, IngestSection())
         if quarantined:
-            raise RuntimeError(f"corpus file {item.path} was quarantined: {quarantined[0].reason}")
+            raise RuntimeError(f"corpus file {path} was quarantined: {quarantined[0].reason}")
         for row in rows:
             clips.append(decode_clip(row))
-            truth.append(item.domain)
-            files.append(f"{item.path.name}#{row.clip_index}")
+            truth.append(domain)
+            files.append(f"{path.name}#{row.clip_index}")
 
     timings, context = {}, {}
     for expert in (LevelsExpert(), SileroVADExpert()):
@@ -58,7 +68,7 @@ def run(seed: int, per_domain: int, workdir: Path, expert: str = "probe") -> dic
         start = time.perf_counter()
         context[expert.name] = {r.clip_id: r for r in expert.analyze(clips, {})}
         timings[expert.name] = (time.perf_counter() - start) / len(clips)
-    domain = LearnedDomainExpert() if expert == "probe" else HeuristicDomainExpert()
+    domain = LearnedDomainExpert() if backend == "probe" else HeuristicDomainExpert()
     domain.analyze(clips[:1], context)  # load the model outside the timing
     start = time.perf_counter()
     decisions = domain.analyze(clips, context)
@@ -100,11 +110,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--per-domain", type=int, default=10)
     parser.add_argument("--expert", choices=("probe", "heuristic"), default="probe", help="the domain backend")
+    parser.add_argument(
+        "--truth",
+        type=Path,
+        help="instead of the generated corpus: a labelled set's JSON lines (id, domain), wavs in the same-named dir",
+    )
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--workdir", type=Path, help="keep the generated corpus here (default: a temp dir)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.seed, args.per_domain, args.workdir or Path(tmp), args.expert)
+        result = run(args.seed, args.per_domain, args.workdir or Path(tmp), args.expert, args.truth)
     matrix = np.array(result["confusion"])
     print(
         f"{result['backend']}, seed {result['seed']}: {result['clips']} clips, accuracy {result['accuracy']:.1%} "

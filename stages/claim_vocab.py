@@ -80,6 +80,7 @@ PEOPLE: list[tuple[str, str, str]] = [
         "3+",
     ),
     (
+        r"(?:one|single|lone|only one|just one) (?:male |female |adult |young )?(?:speaker|voice|person|narrator)|"
         r"(?:a|one|single|lone|the) (?:speaker|voice|person|narrator)|one (?:man|woman)|"
         r"a single (?:man|woman)|monologue|solo (?:speaker|voice)",
         "speakers",

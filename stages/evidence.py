@@ -21,7 +21,7 @@ from earmark.schemas.evidence import ClipEvidence, Fact
 from earmark.schemas.records import Clip, LabelProb
 from earmark.stages.base import Inputs, StageSpec
 
-EVIDENCE_VERSION = "4"
+EVIDENCE_VERSION = "5"
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
@@ -160,8 +160,8 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
             ("snr_db", _r(ac.snr_db, 1)),
             ("bandwidth_hz", _r(ac.bandwidth_hz, 0)),
             ("plcmos", _r(ac.plcmos, 2)),
-        ):
-            f.add(ac, f"acoustics.{name}", v)
+        ):  # a silent clip has no sound whose noise, echo or bandwidth could be described: kept, unconfident
+            f.add(ac, f"acoustics.{name}", v, confidence=0.0 if dom.silent else None)
     known = {
         "domain",
         "vad",

@@ -235,3 +235,25 @@ def test_the_same_rule_written_text_on_clips_with_different_evidence_is_flagged_
     ]
     rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": MUSIC})
     assert all(r.keep for r in rows) and "written by rule" in rows[0].reason and rows[0].score == 2.0
+
+
+def test_a_single_voice_is_a_speaker_count_and_a_silent_clip_has_no_acoustics_to_describe():
+    three = evidence_of("s3", "S00", {"speakers.count": 3, "S1@speaker.speech_s": 2.0})
+    assert _verdicts("A single female voice speaks.", three)[("speakers", "1")] == "contradicted"
+
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import DomainDecision
+    from earmark.stages.evidence import build_evidence
+
+    lin = {"clip_id": "q1", "expert": "x", "expert_version": "1", "backend": "b"}
+    clip = SimpleNamespace(clip_id="q1", duration_s=5.0)  # build_evidence reads only these of a Clip
+    dom = DomainDecision(**lin, domain="000", speech_prob=0.0, music_prob=0.0, sound_prob=0.0, silent=True, features=[])
+    ac = SimpleNamespace(**lin, rt60_s=0.2, drr_db=None, snr_db=3.0, bandwidth_hz=8000.0, plcmos=None)
+    ev = build_evidence(clip, {"domain": dom, "acoustics": ac})
+    assert {f.type: f.confidence for f in ev.facts if f.type.startswith("acoustics.")} == {
+        "acoustics.rt60_s": 0.0,
+        "acoustics.snr_db": 0.0,
+        "acoustics.bandwidth_hz": 0.0,
+    }
+    assert _verdicts("A noisy recording.", ev)[("noise", "noisy")] == "unsupported"
