@@ -130,7 +130,9 @@ def test_entailment_hypotheses_that_fail_the_audit_are_sent_back_with_the_reason
     assert [r.hypothesis for r in out.rows] == [right["entailment"], right["neutral"], right["contradiction"]]
     assert "the entailed hypothesis must be supported by the evidence" in llm.calls[1][-1]["content"]
     out = entailment_clip(ev, [_caption(ev.clip_id)], synth(ScriptedLLM([wrong, wrong]), audit=True))
-    assert "entailed hypothesis" in out.rejections[0].reason  # the model's set is rejected; a set by rule may replace it
+    assert (
+        "entailed hypothesis" in out.rejections[0].reason
+    )  # the model's set is rejected; a set by rule may replace it
     assert all(h.model == "rule" for h in out.rows)
 
 
