@@ -12,7 +12,7 @@ from prefect import flow
 
 from earmark.config import Config
 from earmark.experts import build_experts
-from earmark.flows.common import StageResult, submit, task_runner
+from earmark.flows.common import StageResult, flow_options, submit
 from earmark.stages import analyze
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef
@@ -43,4 +43,4 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
 
 
 def run_analyze(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = None) -> dict[str, StageResult]:
-    return analyze_flow.with_options(task_runner=task_runner(cfg))(cfg, clip_refs, run_id)
+    return analyze_flow.with_options(**flow_options(cfg, "analyze"))(cfg, clip_refs, run_id)

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import StageResult, open_catalog, task_runner
+from earmark.flows.common import StageResult, flow_options, open_catalog, run_tags, task_runner
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
@@ -46,20 +46,20 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     synth: dict[str, Any] = {}
     try:
         t = time.perf_counter()
-        ingest = ingest_flow.with_options(task_runner=runner)(cfg, run_id)
+        ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
         timings["ingest"] = time.perf_counter() - t
         shards["ingest"] = _count(ingest)
         tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
         if stop >= 1:
             t = time.perf_counter()
-            experts = analyze_flow.with_options(task_runner=runner)(cfg, ingest.refs, run_id)
+            experts = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, ingest.refs, run_id)
             timings["analyze"] = time.perf_counter() - t
             for name, res in experts.items():
                 shards[f"analyze:{name}"] = _count(res)
                 tables[name] = res.keys(name)
         if stop >= 2:
             t = time.perf_counter()
-            synth = synthesize_flow.with_options(task_runner=runner)(
+            synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
                 cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
             )
             timings["synthesize"] = time.perf_counter() - t
@@ -75,7 +75,7 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
                 synth["results"]["evidence"].refs,
                 {i: synth["results"][i].refs for i in cfg.synthesize.items},
             )
-            qc = filter_flow.with_options(task_runner=runner)(cfg, inputs, run_id)
+            qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(cfg, inputs, run_id)
             timings["filter"] = time.perf_counter() - t
             shards["filter"] = _count(qc)
             tables["qc"], tables["claims"] = qc.keys("qc"), qc.keys("claims")
@@ -96,4 +96,5 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
 
 
 def run_build(cfg: Config, until: str = "publish") -> dict[str, Any]:
-    return build_flow.with_options(task_runner=task_runner(cfg))(cfg, until)
+    with run_tags(cfg, "build"):
+        return build_flow.with_options(**flow_options(cfg, "build"))(cfg, until)

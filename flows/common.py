@@ -8,10 +8,12 @@ run is named after the stage and shard (`analyze/asr/shard-0003`). Prefect's own
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from prefect import get_run_logger, task
+from prefect import get_run_logger, tags, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 from prefect.task_runners import ThreadPoolTaskRunner
@@ -23,6 +25,22 @@ from earmark.storage import Catalog, ShardRef
 
 def open_catalog(cfg: Config) -> Catalog:
     return Catalog(cfg.data_root, cfg.dataset)
+
+
+def artifact_key(cfg: Config, name: str) -> str:
+    """A Prefect artifact key scoped by dataset (keys allow lowercase letters, digits and dashes only)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", cfg.dataset.lower()).strip("-") or "dataset"
+    return f"{slug}-{name}"
+
+
+def flow_options(cfg: Config, stage: str, runner: ThreadPoolTaskRunner | None = None) -> dict[str, Any]:
+    """Options of a stage's flow run: named after the stage and dataset, on the configured task runner."""
+    return {"flow_run_name": f"{stage} · {cfg.dataset}", "task_runner": runner or task_runner(cfg)}
+
+
+def run_tags(cfg: Config, *extra: str) -> Any:
+    """Tags on every flow and task run started inside (dataset, profile, and e.g. the command)."""
+    return tags(f"dataset:{cfg.dataset}", f"profile:{cfg.analyze.profile}", *extra)
 
 
 def task_runner(cfg: Config) -> ThreadPoolTaskRunner:

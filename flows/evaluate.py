@@ -18,7 +18,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.flows.common import open_catalog, stage_task
+from earmark.flows.common import artifact_key, open_catalog, stage_task
 from earmark.llm.audio import run_model, write_predictions
 from earmark.llm.session import open_llm
 from earmark.stages import evaluate as ev
@@ -172,7 +172,7 @@ def evaluate_flow(
             scores["mecat"] = report.to_dict()
             cdf_metric = metrics[0]
             create_table_artifact(
-                key="mecat-scores",
+                key=artifact_key(cfg, "mecat-scores"),
                 description=f"{model_name} on {version}: per group ×100",
                 table=[
                     {
@@ -219,7 +219,7 @@ def evaluate_flow(
         scores[sub] = {**result.scores, "decided_by": result.decided_by}
         eval_keys.append(key)
         create_table_artifact(
-            key=f"{sub}-scores",
+            key=artifact_key(cfg, f"{sub}-scores"),
             description=f"{model_name} on {version}: {sub}",
             table=[{"metric": k, "value": v} for k, v in result.scores.items() if not isinstance(v, dict)],
         )
@@ -240,7 +240,9 @@ def evaluate_flow(
     path = reports / f"{eval_id}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(report_text)
-    create_markdown_artifact(key="evaluation-report", markdown=report_text, description=f"{model_name} on {version}")
+    create_markdown_artifact(
+        key=artifact_key(cfg, "evaluation-report"), markdown=report_text, description=f"{model_name} on {version}"
+    )
     get_run_logger().info("report written to %s", path)
     result = {
         "eval_id": eval_id,

@@ -9,7 +9,7 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, open_catalog, submit, task_runner
+from earmark.flows.common import StageResult, artifact_key, flow_options, open_catalog, submit
 from earmark.metrics.similarity import resolve_sbert, sentence_embedder
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import filter as qc_stage
@@ -46,7 +46,7 @@ def filter_flow(
         cat = open_catalog(cfg)
         rows = [r for ref in result.refs for r in stored(cat, ref, "qc")]
         create_table_artifact(
-            key="qc-summary",
+            key=artifact_key(cfg, "qc-summary"),
             table=summary(rows),
             description="Items kept and rejected per check, with each check's score range",
         )
@@ -54,4 +54,4 @@ def filter_flow(
 
 
 def run_filter(cfg: Config, shard_inputs, run_id: str | None = None) -> StageResult:
-    return filter_flow.with_options(task_runner=task_runner(cfg))(cfg, shard_inputs, run_id)
+    return filter_flow.with_options(**flow_options(cfg, "filter"))(cfg, shard_inputs, run_id)

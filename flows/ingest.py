@@ -7,7 +7,7 @@ from functools import partial
 from prefect import flow
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, open_catalog, submit, task_runner
+from earmark.flows.common import StageResult, flow_options, open_catalog, submit
 from earmark.stages import ingest
 from earmark.stages.base import ShardJob
 
@@ -40,4 +40,4 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
 
 
 def run_ingest(cfg: Config, run_id: str | None = None) -> StageResult:
-    return ingest_flow.with_options(task_runner=task_runner(cfg))(cfg, run_id)
+    return ingest_flow.with_options(**flow_options(cfg, "ingest"))(cfg, run_id)

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
-from earmark.flows.common import open_catalog, stage_task
+from earmark.flows.common import artifact_key, open_catalog, stage_task
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import publish
 from earmark.stages.base import ShardJob
@@ -54,6 +54,8 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
     ref = stage_task.with_options(task_run_name=f"publish/{version}")(cfg, job, run_id)
     out_dir = cat.root / "exports" / version
     if (card := out_dir / "README.md").exists():
-        create_markdown_artifact(key="dataset-card", markdown=card.read_text(), description=f"{cat.dataset} {version}")
+        create_markdown_artifact(
+            key=artifact_key(cfg, "dataset-card"), markdown=card.read_text(), description=f"{cat.dataset} {version}"
+        )
     get_run_logger().info("version %s (%s), exports in %s", version, "new" if created else "unchanged", out_dir)
     return {"version": version, "created": created, "exports": str(out_dir), "skipped": ref.skipped}

@@ -24,7 +24,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import open_catalog, task_runner
+from earmark.flows.common import artifact_key, flow_options, open_catalog, run_tags, task_runner
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.synthesize import synthesize_flow
@@ -60,7 +60,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         experts = g.experts
         t = time.perf_counter()
         if stage == "analyze":
-            got = analyze_flow.with_options(task_runner=runner)(cfg, g.clip_refs, run_id)
+            got = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, g.clip_refs, run_id)
             experts = {name: res.refs for name, res in got.items()}
             stats["shards"].update(
                 {f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()}
@@ -72,7 +72,9 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
             t = time.perf_counter()
             kept = {k: v for k, v in g.items.items() if k not in items} if stage == "synthesize" else {}
             scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
-            synth = synthesize_flow.with_options(task_runner=runner)(scfg, g.clip_refs, experts, run_id, kept)
+            synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
+                scfg, g.clip_refs, experts, run_id, kept
+            )
             for name, res in synth["results"].items():
                 stats["shards"][f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
             evidence_keys = synth["results"]["evidence"].keys("evidence")
@@ -80,7 +82,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
             stats["llm"] = synth["llm"]
             stats["timings_s"]["synthesize"] = round(time.perf_counter() - t, 2)
         t = time.perf_counter()
-        qc = filter_flow.with_options(task_runner=runner)(
+        qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
             cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
         )
         stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
@@ -93,7 +95,9 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         path = cat.root / "reports" / f"diff-{base}-{published['version']}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(report)
-        create_markdown_artifact(key="version-diff", markdown=report, description=f"{base} → {published['version']}")
+        create_markdown_artifact(
+            key=artifact_key(cfg, "version-diff"), markdown=report, description=f"{base} → {published['version']}"
+        )
         stats["diff"] = {
             d.table: {"added": d.added, "changed": d.changed, "removed": d.removed} for d in diffs if d.touched
         }
@@ -105,4 +109,5 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
 
 
 def run_rerun(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
-    return rerun_flow.with_options(task_runner=task_runner(cfg))(cfg, stage, items, version)
+    with run_tags(cfg, "rerun"):
+        return rerun_flow.with_options(**flow_options(cfg, "rerun"))(cfg, stage, items, version)

@@ -24,7 +24,7 @@ from prefect.input import RunInput
 from pydantic import BaseModel
 
 from earmark.config import Config
-from earmark.flows.common import open_catalog, stage_task
+from earmark.flows.common import artifact_key, open_catalog, stage_task
 from earmark.flows.publish import publish_flow
 from earmark.stages import review
 from earmark.stages.base import ShardJob
@@ -91,7 +91,7 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
     if cfg.review.mode == "file":
         sheet = write_sheet(todo, cat.root / "review" / f"{run_id or 'latest'}.csv")
         create_markdown_artifact(
-            key="review-sheet",
+            key=artifact_key(cfg, "review-sheet"),
             description="Items waiting for review",
             markdown=(
                 f"Review sheet with {len(todo)} items: `{sheet}`. Fill in `decision` (accept / reject / rewrite) and "

@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, open_catalog, submit, task_runner
+from earmark.flows.common import StageResult, flow_options, open_catalog, submit
 from earmark.llm.session import LLMSession
 from earmark.stages import evidence, synthesis
 from earmark.stages.base import ShardJob
@@ -98,4 +98,6 @@ def _item_job(
 
 
 def run_synthesize(cfg: Config, clip_refs, expert_refs, run_id: str | None = None, existing=None) -> dict[str, Any]:
-    return synthesize_flow.with_options(task_runner=task_runner(cfg))(cfg, clip_refs, expert_refs, run_id, existing)
+    return synthesize_flow.with_options(**flow_options(cfg, "synthesize"))(
+        cfg, clip_refs, expert_refs, run_id, existing
+    )

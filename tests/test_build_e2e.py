@@ -186,3 +186,31 @@ def test_until_analyze_publishes_the_expert_annotations_only(built):
     con.close()  # DuckDB refuses a read-write connection in a process that holds a read-only one
     again = run_build(cfg)  # the full build again: every shard reused, its version back
     assert sum(n["computed"] for s, n in again["shards"].items() if s != "publish") == 0 and again["created"]
+
+
+def test_the_prefect_runs_name_and_tag_the_dataset_and_artifacts_are_scoped_by_it(built):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    wanted = ["build · e2e", "ingest · e2e", "analyze · e2e", "synthesize · e2e", "filter · e2e"]
+    with get_client(sync_client=True) as client:
+        runs = client.read_flow_runs(
+            flow_run_filter=FlowRunFilter(name=FlowRunFilterName(any_=wanted)),
+            sort=FlowRunSort.START_TIME_DESC,
+            limit=200,
+        )
+        # the REST filter directly: the sync client's read_artifacts sends nulls this server version refuses
+        found = client.request(
+            "POST", "/artifacts/filter", json={"artifacts": {"key": {"like_": "e2e-"}}, "limit": 200, "offset": 0}
+        ).json()
+        unscoped = client.request(
+            "POST",
+            "/artifacts/filter",
+            json={"artifacts": {"key": {"any_": ["qc-summary", "dataset-card"]}}, "limit": 10, "offset": 0},
+        ).json()
+    assert set(wanted) <= {r.name for r in runs}
+    build_runs = [r for r in runs if r.name == "build · e2e"]
+    assert build_runs and all({"dataset:e2e", "profile:embedded", "build"} <= set(r.tags) for r in build_runs)
+    assert {"e2e-qc-summary", "e2e-dataset-card"} <= {a["key"] for a in found}
+    assert unscoped == []  # no global keys shared by every dataset
