@@ -2,7 +2,7 @@
 """Evaluate the domain tagger on the DEV mixes (DEV sources only; never used for training or
 threshold choice).
 
-  python training/eval_dev.py                     # uses training/probe_weights.npz
+  python training/eval_dev.py                     # uses experts/probe/probe_weights.npz (the shipped weights)
   python training/eval_dev.py --json out.json     # also write the numbers
   python training/eval_dev.py --errors            # list misclassified clips
 

@@ -3,7 +3,7 @@
 
   python training/build_corpus.py all          # once: sources + mixes (see README)
   python training/train_probe.py               # features (cached) + MLP + thresholds
-                                               # -> training/probe_weights.npz
+                                               # -> experts/probe/probe_weights.npz (shipped)
   python training/train_probe.py --tiny        # CI smoke run (< 3 min): builds the tiny corpus,
                                                # writes weights into the tiny cache only
 
