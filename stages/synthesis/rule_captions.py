@@ -108,6 +108,22 @@ def _environment(v: View, w: dict, when: Any) -> dict[str, Any] | None:
 FACTS = {"speech": _speech, "music": _music, "sound": _sound, "environment": _environment}
 
 
+def _caption(ev: ClipEvidence, kind: str, i: int, text: str, sha: str) -> Caption:
+    """Reference i of `kind`, written by rule (model "rule", lineage the content_captions file)."""
+    return Caption(
+        clip_id=ev.clip_id,
+        domain=ev.domain,
+        prompt_name="content_rule",
+        prompt_sha=sha,
+        model="rule",
+        confidence=1.0,
+        item_id=f"{ev.clip_id}:{kind}:{i}",
+        kind=kind,
+        ref_index=i,
+        text=text,
+    )
+
+
 def rule_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     """Up to 3 references for `kind` from its templates (distinct, whole sentences), or none."""
     spec = s.phrases("content_captions")
@@ -127,21 +143,7 @@ def rule_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
         if text.lower() in seen:
             continue
         seen.add(text.lower())
-        i = len(out)
-        out.append(
-            Caption(
-                clip_id=ev.clip_id,
-                domain=ev.domain,
-                prompt_name="content_rule",
-                prompt_sha=sha,
-                model="rule",
-                confidence=1.0,
-                item_id=f"{ev.clip_id}:{kind}:{i}",
-                kind=kind,
-                ref_index=i,
-                text=text,
-            )
-        )
+        out.append(_caption(ev, kind, len(out), text, sha))
     return out
 
 
@@ -164,19 +166,5 @@ def combined_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
             text = check_sentence(text, 3, 40)
         except ValueError:
             continue
-        sha = file_sha("content_captions", s.cfg.prompt_dir)
-        out.append(
-            Caption(
-                clip_id=ev.clip_id,
-                domain=ev.domain,
-                prompt_name="content_rule",
-                prompt_sha=sha,
-                model="rule",
-                confidence=1.0,
-                item_id=f"{ev.clip_id}:{kind}:{i}",
-                kind=kind,
-                ref_index=i,
-                text=text,
-            )
-        )
+        out.append(_caption(ev, kind, i, text, file_sha("content_captions", s.cfg.prompt_dir)))
     return out
