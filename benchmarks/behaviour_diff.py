@@ -2,8 +2,8 @@
 
     .venv/bin/python benchmarks/behaviour_diff.py OLD_DATASET_DIR NEW_DATASET_DIR [--show 20]
 
-Each directory is a dataset directory (`data/<dataset>`) holding `catalog.duckdb`; its main views (the
-latest version) are read with DuckDB. Lineage columns (prompt sha, model/backend version strings, shard
+Each directory is a dataset directory (`data/<dataset>`): its DuckLake catalog (or, for a dataset built
+before DuckLake, its `catalog.duckdb`); the main views (the latest version) are read with DuckDB. Lineage columns (prompt sha, model/backend version strings, shard
 keys, evidence sha) are left out: the question is whether the texts, labels, scores and keep/reason
 verdicts are the same. Rows are matched by their natural key (item_id, or clip_id + the table's index
 columns); floats are compared to 1e-6. Prints, per table: rows in each, identical, changed, only-old,
@@ -17,6 +17,8 @@ import math
 from pathlib import Path
 
 import duckdb
+
+from earmark.storage import Catalog
 
 LINEAGE = {"prompt_sha", "expert_version", "evidence_sha", "audio_flac", "evidence_json", "facts", "eval_id"}
 KEYS = {
@@ -32,10 +34,31 @@ KEYS = {
 }
 
 
-def _rows(con: duckdb.DuckDBPyConnection, table: str) -> tuple[list[str], list[tuple]]:
-    cur = con.execute(f"SELECT * FROM {table}")
-    cols = [d[0] for d in cur.description]
-    return cols, cur.fetchall()
+class _Source:
+    """A dataset directory's latest version: its DuckLake catalog, or a pre-DuckLake `catalog.duckdb`."""
+
+    def __init__(self, directory: Path):
+        legacy = directory / "catalog.duckdb"
+        self.con = duckdb.connect(str(legacy), read_only=True) if legacy.exists() else None
+        self.cat = None if self.con else Catalog(directory.parent, directory.name)
+
+    def run(self, sql: str) -> tuple[list[str], list[tuple]]:
+        if self.con is not None:
+            cur = self.con.execute(sql)
+            return [d[0] for d in cur.description], cur.fetchall()
+        return self.cat.cursor_query(sql)
+
+    def views(self) -> set[str]:
+        return {
+            r[0]
+            for r in self.run(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'VIEW'"
+            )[1]
+        }
+
+
+def _rows(src: _Source, table: str) -> tuple[list[str], list[tuple]]:
+    return src.run(f"SELECT * FROM {table}")
 
 
 def _same(a, b) -> bool:
@@ -49,15 +72,8 @@ def _same(a, b) -> bool:
 
 
 def compare(old: Path, new: Path, show: int) -> int:
-    a = duckdb.connect(str(old / "catalog.duckdb"), read_only=True)
-    b = duckdb.connect(str(new / "catalog.duckdb"), read_only=True)
-    views = lambda con: {
-        r[0]
-        for r in con.execute(  # noqa: E731
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main' AND table_type = 'VIEW'"
-        ).fetchall()
-    }
-    tables = sorted(views(a) & views(b))
+    a, b = _Source(old), _Source(new)
+    tables = sorted(a.views() & b.views())
     print("| table | old rows | new rows | identical | changed | only old | only new |\n|---|---|---|---|---|---|---|")
     changes: list[str] = []
     total_changed = 0
@@ -88,7 +104,7 @@ def compare(old: Path, new: Path, show: int) -> int:
             changes.append(f"- {table} {k}: only in old")
         for k in sorted(by_b.keys() - by_a.keys(), key=str)[: max(0, show - len(changes))]:
             changes.append(f"- {table} {k}: only in new")
-    only = sorted(views(a) ^ views(b))
+    only = sorted(a.views() ^ b.views())
     if only:
         print(f"\nviews in one build only: {', '.join(only)}")
     if changes:

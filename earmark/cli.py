@@ -32,6 +32,7 @@ from earmark.commands import (  # noqa: E402
     cmd_evaluate,
     cmd_llm_serve,
     cmd_mecat_score,
+    cmd_migrate,
     cmd_rerun,
     cmd_review,
     cmd_sql,
@@ -231,10 +232,26 @@ def parser() -> argparse.ArgumentParser:
     ri.add_argument("--version", help="the version the sheet was exported from (default: latest)")
     ri.set_defaults(fn=cmd_review)
 
-    q = sub.add_parser("sql", help="run a SQL query on a dataset's catalog (views per table)")
+    q = sub.add_parser(
+        "sql",
+        help="run a SQL query on a dataset's DuckLake catalog: <table> = the latest version, vNNNN.<table> = "
+        "that version; or print a DuckDB CLI init file (--print-init)",
+    )
     _common(q)
-    q.add_argument("query")
+    q.add_argument("query", nargs="?", help='e.g. "SELECT kind, count(*) FROM captions GROUP BY 1"')
+    q.add_argument(
+        "--print-init",
+        action="store_true",
+        help="print an init file for the DuckDB CLI that loads the extensions and attaches the lake "
+        "(earmark sql -d DATASET --print-init > lake.sql && duckdb -init lake.sql)",
+    )
     q.set_defaults(fn=cmd_sql)
+
+    mg = sub.add_parser(
+        "migrate", help="move a dataset built before the DuckLake catalog (catalog.duckdb) into a DuckLake catalog"
+    )
+    _common(mg)
+    mg.set_defaults(fn=cmd_migrate)
 
     c = sub.add_parser("corpus", help="generate the synthetic sample corpus only")
     c.add_argument("out_dir", type=Path)
@@ -251,11 +268,13 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from earmark.llm import LLMEndpointError, LLMServerError, ModelNotAvailable
+    from earmark.storage import LegacyCatalogError
+    from earmark.storage.lake import LakeSetupError
 
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
-    except (ConfigError, FileNotFoundError, ValueError, ModelNotAvailable) as exc:
+    except (ConfigError, FileNotFoundError, ValueError, ModelNotAvailable, LegacyCatalogError, LakeSetupError) as exc:
         print(f"earmark: error: {exc}", file=sys.stderr)
         return 2
     except (LLMEndpointError, LLMServerError) as exc:

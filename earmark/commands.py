@@ -40,12 +40,16 @@ def _print_table(cat, title: str, sql: str) -> None:
 
 
 def summarize(cfg: Config, result: dict[str, Any]) -> None:
-    from earmark.storage import Catalog
+    from earmark.storage import open_catalog
 
-    cat = Catalog(cfg.data_root, cfg.dataset)
+    cat = open_catalog(cfg)
     print("\n" + "=" * 100)
     print(f"dataset {cfg.dataset!r} version {result['version']} ({'new' if result['created'] else 'unchanged'})")
-    print(f"  catalog : {cat.path}    (open with: .venv/bin/duckdb {cat.path})")
+    print(f"  catalog : DuckLake {cat.location.metadata}, data {cat.location.data_path}")
+    print(
+        f"            query: earmark sql -d {cfg.dataset} 'FROM captions LIMIT 5'; DuckDB CLI: "
+        f"earmark sql -d {cfg.dataset} --print-init > lake.sql && .venv/bin/duckdb -init lake.sql"
+    )
     print(f"  shards  : {cat.root}/<table>/<key>.parquet")
     print(f"  exports : {result['exports']}")
     print(f"  stage wall time (s): {json.dumps(result['timings_s'])}")
@@ -214,7 +218,7 @@ def cmd_mecat_score(args: argparse.Namespace) -> int:
 
 def cmd_review(args: argparse.Namespace) -> int:
     """Human verification through a sheet: export the items to review, or import the decisions."""
-    from earmark.storage import Catalog
+    from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
     if args.review_command == "import":
@@ -228,7 +232,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 0
     from earmark.stages.review import export_sheet
 
-    cat = Catalog(cfg.data_root, cfg.dataset)
+    cat = open_catalog(cfg)
     version = args.version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
@@ -250,16 +254,31 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from earmark.storage import Catalog
+    from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
-    cat = Catalog(cfg.data_root, cfg.dataset)
-    with cat.connect() as con:
-        cur = con.execute(args.query)
-        cols = [d[0] for d in cur.description or []]
-        print(" | ".join(cols))
-        for row in cur.fetchall():
-            print(" | ".join("" if v is None else str(v) for v in row))
+    cat = open_catalog(cfg)
+    if args.print_init:
+        print(cat.init_sql(), end="")
+        return 0
+    if not args.query:
+        raise ValueError(
+            "earmark sql: give a query, e.g. earmark sql -d demo 'FROM captions LIMIT 5' (or --print-init)"
+        )
+    cat.refresh_views()  # views of a version whose publisher died before making them
+    cols, rows = cat.cursor_query(args.query)
+    print(" | ".join(cols))
+    for row in rows:
+        print(" | ".join("" if v is None else str(v) for v in row))
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from earmark.storage.migrate import migrate_legacy
+
+    cfg = _config(args, "default")
+    report = migrate_legacy(cfg)
+    print(report)
     return 0
 
 

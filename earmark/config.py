@@ -73,6 +73,17 @@ class LLMSection(Section):
     seed: int = 0  # sampling seed; each prompt file carries its own temperature and max_tokens
 
 
+class CatalogSection(Section):
+    """Where a dataset's DuckLake catalog lives. Default: a SQLite file per dataset (`<data_root>/<dataset>/
+    catalog.sqlite`, one machine). A cluster sets `postgres` to a libpq DSN (`host=… dbname=earmark user=…`):
+    each dataset gets its own metadata schema there, so version numbers stay per dataset. `data_path`: where
+    the lake writes its Parquet files (default `<data_root>/<dataset>/lake/`; a shared filesystem on a cluster).
+    Stage shard files always stay under `<data_root>`, which every worker must see."""
+
+    postgres: str | None = None
+    data_path: str | None = None
+
+
 class EvidenceSection(Section):
     """What the experts' evidence may say: a fact reaches a prompt, and can support an item's claim, only when
     its confidence reaches `min_confidence` (a transcript's confidence is its mean word probability × (1 − the
@@ -142,6 +153,7 @@ class Config(BaseSettings):
 
     data_root: Path = Path("data")
     dataset: str = "default"
+    catalog: CatalogSection = CatalogSection()
     inputs: list[Path] = []
     ingest: IngestSection = IngestSection()
     analyze: AnalyzeSection = AnalyzeSection()

@@ -21,10 +21,11 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from earmark.config import Config
 from earmark.stages.base import ShardJob, run_job
 from earmark.storage import Catalog, ShardRef
+from earmark.storage import open_catalog as storage_open_catalog
 
 
 def open_catalog(cfg: Config) -> Catalog:
-    return Catalog(cfg.data_root, cfg.dataset)
+    return storage_open_catalog(cfg)
 
 
 def artifact_key(cfg: Config, name: str) -> str:

@@ -1,20 +1,31 @@
-"""The DuckDB catalog of one dataset: runs, shards, versions, and a view per table.
+"""The catalog of one dataset: a DuckLake (a catalog database + Parquet data) that DuckDB reads.
 
-Layout: `<data_root>/<dataset>/catalog.duckdb` and `<data_root>/<dataset>/<table>/<key>.parquet`.
-Connections are opened per operation and closed at once, so several tasks (threads or worker processes)
-can share the file: DuckDB allows one writing process at a time, and a busy file is retried, not failed.
-Views in the main schema show the latest published version; `v0003.captions` shows version v0003.
+Where it lives (`earmark.storage.lake.LakeLocation`): the catalog database is `<data_root>/<dataset>/
+catalog.sqlite` on one machine, or a PostgreSQL schema `earmark_<dataset>` for a cluster (`[catalog] postgres`);
+the lake's Parquet data is under `<data_root>/<dataset>/lake/` (or `[catalog] data_path`). Each stage's shard
+files, the content-addressed cache that makes re-runs cheap, stay where every worker can read them:
+`<data_root>/<dataset>/<table>/<key>.parquet` (a shared filesystem on a cluster).
+
+Lake tables:
+  runs, shards, manifest        what ran, every shard file a stage wrote (committed as each shard finishes),
+                                which ingest shard every input file belongs to (append-only)
+  versions, version_shards      each published version and the shards it is made of
+  version_snapshots             version → the DuckLake snapshot its publish committed
+  published.<table>             the rows of the latest published version (`_shard`: the shard they came from)
+Views: `<table>` is the latest published version (without `_shard`); `vNNNN.<table>` is that version, read by
+time travel (`published.<table> AT (VERSION => snapshot)`). Publishing a version is one transaction: the
+published tables change from the previous version's shards to the new one's, and the commit is tagged
+`earmark vNNNN`; `ducklake_table_changes` between two versions' snapshots lists the rows that changed.
+Several processes and nodes may write at once: each shard registration is one small transaction, and a
+transaction that loses a race is run again (see lake.py).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,24 +34,30 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
+from earmark.config import Config
 from earmark.schemas import TABLES, arrow_schema
+from earmark.storage import lake
+from earmark.storage.lake import LakeLocation
 from earmark.storage.shards import ShardFile, read_shard, write_shard
 
-_DDL = """
-CREATE TABLE IF NOT EXISTS runs (
-    run_id VARCHAR PRIMARY KEY, flow VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP,
-    status VARCHAR, config_json VARCHAR, stats_json VARCHAR);
-CREATE TABLE IF NOT EXISTS shards (
-    key VARCHAR, table_name VARCHAR, stage VARCHAR, stage_version VARCHAR, inputs VARCHAR[],
-    prompt_sha VARCHAR, model VARCHAR, config_json VARCHAR, path VARCHAR, rows BIGINT, bytes BIGINT,
-    sha256 VARCHAR, run_id VARCHAR, created_at TIMESTAMP, PRIMARY KEY (key, table_name));
-CREATE TABLE IF NOT EXISTS versions (
-    version VARCHAR PRIMARY KEY, created_at TIMESTAMP, run_id VARCHAR, parent VARCHAR, note VARCHAR,
-    stats_json VARCHAR);
-CREATE TABLE IF NOT EXISTS version_shards (version VARCHAR, key VARCHAR, table_name VARCHAR);
-CREATE TABLE IF NOT EXISTS manifest (
-    source VARCHAR PRIMARY KEY, shard INTEGER, run_id VARCHAR, added_at TIMESTAMP);
-"""
+_BOOKKEEPING = {
+    "runs": "run_id VARCHAR, flow VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, status VARCHAR, "
+    "config_json VARCHAR, stats_json VARCHAR",
+    "shards": "key VARCHAR, table_name VARCHAR, stage VARCHAR, stage_version VARCHAR, inputs VARCHAR[], "
+    "prompt_sha VARCHAR, model VARCHAR, config_json VARCHAR, path VARCHAR, rows BIGINT, bytes BIGINT, "
+    "sha256 VARCHAR, run_id VARCHAR, created_at TIMESTAMP",
+    "versions": "version VARCHAR, created_at TIMESTAMP, run_id VARCHAR, parent VARCHAR, note VARCHAR, "
+    "stats_json VARCHAR",
+    "version_shards": "version VARCHAR, key VARCHAR, table_name VARCHAR",
+    "version_snapshots": "version VARCHAR, snapshot_id BIGINT",
+    "manifest": "source VARCHAR, shard INTEGER, run_id VARCHAR, added_at TIMESTAMP",
+    "publish_lock": "id INTEGER, counter BIGINT",
+}
+_SCHEMA_READY: set[LakeLocation] = set()
+
+
+class LegacyCatalogError(RuntimeError):
+    """A dataset built before the DuckLake catalog: it must be migrated first."""
 
 
 @dataclass(frozen=True)
@@ -68,57 +85,121 @@ def _now() -> datetime:
 
 
 class Catalog:
-    _locks: dict[str, threading.RLock] = {}
-    _locks_guard = threading.Lock()
-
-    def __init__(self, data_root: Path, dataset: str, *, busy_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        data_root: Path,
+        dataset: str,
+        *,
+        postgres: str | None = None,
+        data_path: str | None = None,
+        busy_timeout_s: float = 120.0,
+        _migrating: bool = False,
+    ):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset):
             raise ValueError(f"dataset name {dataset!r}: use letters, digits, '_', '-', '.' only")
         self.root = Path(data_root).resolve() / dataset
         self.dataset = dataset
-        self.path = self.root / "catalog.duckdb"
+        self.location = LakeLocation.for_dataset(self.root, dataset, postgres, data_path)
         self.busy_timeout_s = busy_timeout_s
+        legacy = self.root / "catalog.duckdb"
+        if legacy.exists() and not _migrating:
+            raise LegacyCatalogError(
+                f"{legacy} is a catalog from before earmark used DuckLake; migrate it once with "
+                f"`earmark migrate --data-root {Path(data_root)} -d {dataset}` (or delete {self.root} to rebuild)"
+            )
         self.root.mkdir(parents=True, exist_ok=True)
-        with Catalog._locks_guard:
-            self._lock = Catalog._locks.setdefault(str(self.path), threading.RLock())
-        with self.connect() as con:
-            con.execute(_DDL)
         self._ensure_empty_shards()
+        if self.location not in _SCHEMA_READY:
+            self._transaction(self._create_schema)
+            _SCHEMA_READY.add(self.location)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__  # nothing but paths: the connection lives in lake.py, per process
 
     # ------------------------------------------------------------------------------------ connection
-    @contextmanager
-    def connect(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        deadline = time.monotonic() + self.busy_timeout_s
-        with self._lock:
-            while True:
-                try:
-                    con = duckdb.connect(str(self.path), read_only=read_only)
-                    break
-                except duckdb.IOException as exc:  # another process holds the write lock
-                    if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.2)
-            try:
-                yield con
-            finally:
-                con.close()
+    def _transaction(self, fn: Any) -> Any:
+        return lake.transaction(self.location, fn, self.busy_timeout_s)
 
     def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
-        with self.connect() as con:
-            return con.execute(sql, params or []).fetchall()
+        """Run one SQL statement on the lake (the `<table>` and `vNNNN.<table>` views, the bookkeeping tables)."""
+        return lake.read(self.location, lambda con: con.execute(sql, params or []).fetchall(), self.busy_timeout_s)
+
+    def cursor_query(self, sql: str) -> tuple[list[str], list[tuple]]:
+        """(column names, rows) of one statement, for `earmark sql`."""
+
+        def run(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[tuple]]:
+            cur = con.execute(sql)
+            return [d[0] for d in cur.description or []], cur.fetchall()
+
+        return lake.read(self.location, run, self.busy_timeout_s)
+
+    def init_sql(self) -> str:
+        """A DuckDB CLI init file that attaches this dataset's lake (`duckdb -init FILE`)."""
+        return self.location.init_sql()
+
+    def _create_schema(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create what is missing (tables, columns added to a record since, views); existing objects are kept,
+        so opening a catalog commits nothing when it is up to date."""
+        have = {
+            (schema, name, kind)
+            for schema, name, kind in con.execute(
+                "SELECT schema_name, table_name, 'table' FROM duckdb_tables() WHERE database_name = ? "
+                "UNION ALL SELECT schema_name, view_name, 'view' FROM duckdb_views() WHERE database_name = ?",
+                [lake.ALIAS, lake.ALIAS],
+            ).fetchall()
+        }
+        for name, columns in _BOOKKEEPING.items():
+            if ("main", name, "table") not in have:
+                con.execute(f"CREATE TABLE main.{name} ({columns})")
+        if ("main", "publish_lock", "table") not in have:
+            con.execute("INSERT INTO main.publish_lock VALUES (1, 0)")
+        schemas = {
+            n
+            for (n,) in con.execute(
+                "SELECT schema_name FROM duckdb_schemas() WHERE database_name = ?", [lake.ALIAS]
+            ).fetchall()
+        }
+        if "published" not in schemas:
+            con.execute("CREATE SCHEMA published")
+        for table in TABLES:
+            empty = str(self.root / table / "_empty.parquet").replace("'", "''")
+            if ("published", table, "table") not in have:
+                con.execute(
+                    f"CREATE TABLE published.{table} AS SELECT *, NULL::VARCHAR AS _shard FROM read_parquet('{empty}')"
+                )
+            else:
+                existing = {
+                    c
+                    for (c,) in con.execute(
+                        "SELECT column_name FROM duckdb_columns() WHERE database_name = ? AND schema_name = "
+                        "'published' AND table_name = ?",
+                        [lake.ALIAS, table],
+                    ).fetchall()
+                }
+                described = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{empty}')").fetchall()
+                for column, dtype, *_ in described:
+                    if column not in existing:  # a field added to the record since the lake was made
+                        con.execute(f'ALTER TABLE published.{table} ADD COLUMN "{column}" {dtype}')
+            if ("main", table, "view") not in have:
+                con.execute(f"CREATE VIEW main.{table} AS SELECT * EXCLUDE (_shard) FROM published.{table}")
 
     # -------------------------------------------------------------------------------------- manifest
     def manifest(self) -> dict[str, int]:
         """Which ingest shard every input file ever built into this dataset belongs to (display path → shard)."""
-        return dict(self.query("SELECT source, shard FROM manifest"))
+        return dict(self.query("SELECT source, min(shard) FROM manifest GROUP BY source"))
 
     def extend_manifest(self, assigned: Mapping[str, int], run_id: str | None) -> None:
         """Append new files' shard assignments; a file already in the manifest keeps its shard (append-only)."""
         if not assigned:
             return
-        rows = [(source, shard, run_id, _now()) for source, shard in assigned.items()]
-        with self.connect() as con:
-            con.executemany("INSERT OR IGNORE INTO manifest VALUES (?, ?, ?, ?)", rows)
+
+        def add(con: duckdb.DuckDBPyConnection) -> None:
+            known = {s for (s,) in con.execute("SELECT source FROM manifest").fetchall()}
+            rows = [(src, shard, run_id, _now()) for src, shard in assigned.items() if src not in known]
+            if rows:
+                con.executemany("INSERT INTO manifest VALUES (?, ?, ?, ?)", rows)
+
+        self._transaction(add)
 
     # ---------------------------------------------------------------------------------------- shards
     def shard_path(self, table: str, key: str) -> Path:
@@ -140,19 +221,25 @@ class Catalog:
         return int(rows[0][0])
 
     def write_shard(self, key: str, tables: Mapping[str, pa.Table], meta: ShardMeta, run_id: str | None) -> ShardRef:
-        """Write every table's file atomically, then register them all in one transaction."""
+        """Write every table's file atomically, then register them all in one lake transaction."""
         files: dict[str, ShardFile] = {}
         for name, table in tables.items():
             expected = arrow_schema(TABLES[name])
             if not table.schema.equals(expected):
                 table = table.cast(expected)
             files[name] = write_shard(self.shard_path(name, key), table)
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            for name, f in files.items():
-                con.execute("DELETE FROM shards WHERE key = ? AND table_name = ?", [key, name])
-                con.execute(
-                    "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        config = json.dumps(dict(meta.config or {}), sort_keys=True, default=str)
+
+        def register(con: duckdb.DuckDBPyConnection) -> None:
+            names = list(files)
+            (stale,) = con.execute(
+                "SELECT count(*) FROM shards WHERE key = ? AND list_contains(?, table_name)", [key, names]
+            ).fetchone()
+            if stale:  # re-written (its file had gone): only then touch existing rows
+                con.execute("DELETE FROM shards WHERE key = ? AND list_contains(?, table_name)", [key, names])
+            con.executemany(
+                "INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
                     [
                         key,
                         name,
@@ -161,16 +248,19 @@ class Catalog:
                         list(meta.inputs),
                         meta.prompt_sha,
                         meta.model,
-                        json.dumps(dict(meta.config or {}), sort_keys=True, default=str),
+                        config,
                         str(f.path.relative_to(self.root)),
                         f.rows,
                         f.bytes,
                         f.sha256,
                         run_id,
                         _now(),
-                    ],
-                )
-            con.execute("COMMIT")
+                    ]
+                    for name, f in files.items()
+                ],
+            )
+
+        self._transaction(register)
         return ShardRef(key=key, tables=tuple(tables), rows=sum(f.rows for f in files.values()))
 
     def read(self, table: str, keys: Sequence[str]) -> pa.Table:
@@ -202,19 +292,15 @@ class Catalog:
     # ------------------------------------------------------------------------------------------ runs
     def start_run(self, flow: str, config: Mapping[str, Any]) -> str:
         run_id = uuid.uuid4().hex[:12]
-        with self.connect() as con:
-            con.execute(
-                "INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, NULL)",
-                [run_id, flow, _now(), json.dumps(dict(config), sort_keys=True, default=str)],
-            )
+        row = [run_id, flow, _now(), json.dumps(dict(config), sort_keys=True, default=str)]
+        self._transaction(lambda con: con.execute("INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, NULL)", row))
         return run_id
 
     def finish_run(self, run_id: str, status: str, stats: Mapping[str, Any]) -> None:
-        with self.connect() as con:
-            con.execute(
-                "UPDATE runs SET finished_at = ?, status = ?, stats_json = ? WHERE run_id = ?",
-                [_now(), status, json.dumps(dict(stats), sort_keys=True, default=str), run_id],
-            )
+        row = [_now(), status, json.dumps(dict(stats), sort_keys=True, default=str), run_id]
+        self._transaction(
+            lambda con: con.execute("UPDATE runs SET finished_at = ?, status = ?, stats_json = ? WHERE run_id = ?", row)
+        )
 
     # -------------------------------------------------------------------------------------- versions
     def versions(self) -> list[str]:
@@ -225,13 +311,12 @@ class Catalog:
         return v[-1] if v else None
 
     def version_shards(self, version: str) -> dict[str, list[str]]:
-        rows = self.query(
-            "SELECT table_name, key FROM version_shards WHERE version = ? ORDER BY table_name, key", [version]
-        )
-        out: dict[str, list[str]] = {}
-        for table, key in rows:
-            out.setdefault(table, []).append(key)
-        return out
+        return _version_shards(self.query, version)
+
+    def version_snapshot(self, version: str) -> int | None:
+        """The DuckLake snapshot a version's publish committed (time travel: `AT (VERSION => n)`)."""
+        rows = self.query("SELECT snapshot_id FROM version_snapshots WHERE version = ?", [version])
+        return int(rows[0][0]) if rows else None
 
     def publish(
         self,
@@ -240,56 +325,110 @@ class Catalog:
         note: str = "",
         stats: Mapping[str, Any] | None = None,
     ) -> tuple[str, bool]:
-        """Record an immutable version = a set of shards. Returns (version, created); an identical set
-        to the latest version is not published again."""
+        """Record an immutable version = a set of shards, as one lake snapshot. Returns (version, created); an
+        identical set to the latest version is not published again."""
         wanted = {t: sorted(set(keys)) for t, keys in shards.items() if keys}
-        latest = self.latest_version()
-        if latest is not None and self.version_shards(latest) == wanted:
-            return latest, False
-        with self.connect() as con:
-            con.execute("BEGIN TRANSACTION")
-            n = con.execute("SELECT count(*) FROM versions").fetchone()[0]
-            version = f"v{n + 1:04d}"
+        unknown = sorted(set(wanted) - set(TABLES))
+        if unknown:
+            raise ValueError(f"publish: unknown tables {unknown}")
+
+        def publish(con: duckdb.DuckDBPyConnection) -> tuple[str, bool]:
+            q = lambda sql, params=None: con.execute(sql, params or []).fetchall()
+            # Serializes publishers of this dataset: two transactions that both update the one lock row conflict.
+            con.execute("UPDATE publish_lock SET counter = counter + 1 WHERE id = 1")
+            versions = [v for (v,) in q("SELECT version FROM versions ORDER BY version")]
+            latest = versions[-1] if versions else None
+            before = _version_shards(q, latest) if latest else {}
+            if latest is not None and before == wanted:
+                return latest, False
+            version = f"v{len(versions) + 1:04d}"
+            for table in TABLES:
+                old, new = set(before.get(table, [])), set(wanted.get(table, []))
+                if old - new:
+                    con.execute(f"DELETE FROM published.{table} WHERE list_contains(?, _shard)", [sorted(old - new)])
+                for key in sorted(new - old):
+                    path = self.shard_path(table, key)
+                    if not path.exists():
+                        raise FileNotFoundError(f"publish {version}: shard file {path} is missing; re-run the build")
+                    con.execute(
+                        f"INSERT INTO published.{table} BY NAME SELECT *, ? AS _shard FROM read_parquet(?)",
+                        [key, str(path)],
+                    )
             con.execute(
                 "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?)",
                 [version, _now(), run_id, latest, note, json.dumps(dict(stats or {}), default=str)],
             )
-            for table, keys in wanted.items():
-                for key in keys:
-                    con.execute("INSERT INTO version_shards VALUES (?, ?, ?)", [version, key, table])
-            con.execute("COMMIT")
-        self.refresh_views()
-        return version, True
+            rows = [(version, key, table) for table, keys in wanted.items() for key in keys]
+            if rows:
+                con.executemany("INSERT INTO version_shards VALUES (?, ?, ?)", rows)
+            con.execute(
+                f"CALL {lake.ALIAS}.set_commit_message('earmark', ?, extra_info => ?)",
+                [f"earmark {version}", json.dumps({"dataset": self.dataset, "version": version})],
+            )
+            return version, True
+
+        version, created = self._transaction(publish)
+        if created:
+            self.refresh_views(only=version)
+        return version, created
 
     # ----------------------------------------------------------------------------------------- views
     def _ensure_empty_shards(self) -> None:
-        # A typed empty file per table lets a view exist before any shard does.
+        # A typed empty file per table: the schema the lake's tables are created from.
         for table, model in TABLES.items():
             path = self.root / table / "_empty.parquet"
             if not path.exists():
                 write_shard(path, arrow_schema(model).empty_table())
 
-    def _view_sql(self, table: str, keys: Sequence[str]) -> str:
-        paths = [str(self.root / table / "_empty.parquet")]
-        paths += [str(self.shard_path(table, k)) for k in keys]
-        listing = ", ".join("'" + p.replace("'", "''") + "'" for p in paths)
-        return f"SELECT * FROM read_parquet([{listing}], union_by_name = true)"
+    def refresh_views(self, only: str | None = None) -> None:
+        """Create what is missing for each version (or `only` that one): its snapshot id and its `vNNNN.<table>`
+        time-travel views. A publisher makes its own version's views right after its commit; the sweep over all
+        versions (`earmark sql`, `earmark migrate`) repairs a publisher that died in between. Publishers never
+        sweep: racing to create the same views would make concurrent publishers conflict over and over."""
 
-    def refresh_views(self) -> None:
-        """(Re)create `vNNNN.<table>` views for every version and `<table>` views for the latest."""
-        versions = self.versions()
-        with self.connect() as con:
-            for version in versions:
-                rows = con.execute(
-                    "SELECT table_name, key FROM version_shards WHERE version = ? ORDER BY key", [version]
+        def refresh(con: duckdb.DuckDBPyConnection) -> None:
+            known = dict(con.execute("SELECT version, snapshot_id FROM version_snapshots").fetchall())
+            commits = {
+                json.loads(extra)["version"]: snap
+                for snap, extra in con.execute(
+                    f"SELECT snapshot_id, commit_extra_info FROM {lake.ALIAS}.snapshots() "
+                    "WHERE commit_message LIKE 'earmark v%' AND commit_extra_info IS NOT NULL"
                 ).fetchall()
-                by_table: dict[str, list[str]] = {}
-                for table, key in rows:
-                    by_table.setdefault(table, []).append(key)
-                con.execute(f"CREATE SCHEMA IF NOT EXISTS {version}")
+            }
+            views = {
+                (schema, name)
+                for schema, name in con.execute(
+                    "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ?", [lake.ALIAS]
+                ).fetchall()
+            }
+            for (version,) in con.execute("SELECT version FROM versions ORDER BY version").fetchall():
+                if only is not None and version != only:
+                    continue
+                snap = known.get(version, commits.get(version))
+                if snap is None:
+                    continue
+                if version not in known:
+                    con.execute("INSERT INTO version_snapshots VALUES (?, ?)", [version, snap])
+                if not all((version, t) in views for t in TABLES):
+                    con.execute(f"CREATE SCHEMA IF NOT EXISTS {version}")
                 for table in TABLES:
-                    con.execute(
-                        f"CREATE OR REPLACE VIEW {version}.{table} AS " + self._view_sql(table, by_table.get(table, []))
-                    )
-                    if version == versions[-1]:
-                        con.execute(f"CREATE OR REPLACE VIEW main.{table} AS SELECT * FROM {version}.{table}")
+                    if (version, table) not in views:
+                        con.execute(
+                            f"CREATE VIEW {version}.{table} AS SELECT * EXCLUDE (_shard) "
+                            f"FROM published.{table} AT (VERSION => {int(snap)})"
+                        )
+
+        self._transaction(refresh)
+
+
+def _version_shards(query: Any, version: str) -> dict[str, list[str]]:
+    rows = query("SELECT table_name, key FROM version_shards WHERE version = ? ORDER BY table_name, key", [version])
+    out: dict[str, list[str]] = {}
+    for table, key in rows:
+        out.setdefault(table, []).append(key)
+    return out
+
+
+def open_catalog(cfg: Config) -> Catalog:
+    """The catalog of the configured dataset (`[catalog]` decides SQLite or PostgreSQL)."""
+    return Catalog(cfg.data_root, cfg.dataset, postgres=cfg.catalog.postgres, data_path=cfg.catalog.data_path)

@@ -1,5 +1,7 @@
 """Shard writer and DuckDB catalog on a real DuckDB file."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -97,15 +99,76 @@ def test_catalog_registers_skips_publishes_and_views(tmp_path: Path):
     assert v2 == "v0002"
     cat.finish_run(run, "ok", {"llm_calls": 0})
 
-    con = duckdb.connect(str(cat.path), read_only=True)
-    assert con.execute("SELECT count(*) FROM captions").fetchone()[0] == 3  # latest version
-    assert con.execute("SELECT count(*) FROM v0001.captions").fetchone()[0] == 2
-    assert con.execute("SELECT count(*) FROM captions WHERE domain = 'SMA'").fetchone()[0] == 1
-    assert con.execute("SELECT count(*) FROM clips").fetchone()[0] == 0  # typed empty view
-    assert con.execute("SELECT status FROM runs").fetchone()[0] == "ok"
-    con.close()
+    q = lambda sql: cat.query(sql)[0][0]
+    assert q("SELECT count(*) FROM captions") == 3  # latest version
+    assert q("SELECT count(*) FROM v0001.captions") == 2  # time travel to v0001's snapshot
+    assert q("SELECT count(*) FROM captions WHERE domain = 'SMA'") == 1
+    assert q("SELECT count(*) FROM clips") == 0  # typed empty table
+    assert q("SELECT status FROM runs") == "ok"
+    assert [c for (c,) in cat.query("SELECT column_name FROM (DESCRIBE captions)")] == list(Caption.model_fields)
+    # a version is a DuckLake snapshot: the rows v0002 added, by DuckLake's own change feed
+    s1, s2 = cat.version_snapshot("v0001"), cat.version_snapshot("v0002")
+    assert s1 is not None and s2 is not None and s2 > s1
+    changes = cat.query(
+        f"SELECT change_type, item_id FROM ducklake_table_changes('lake', 'published', 'captions', {s1 + 1}, {s2})"
+    )
+    assert changes == [("insert", _caption(3).item_id)]
+
+    # the DuckDB CLI reads the same lake through the init file `earmark sql --print-init` writes
+    init = tmp_path / "lake.sql"
+    init.write_text(cat.init_sql())
+    cli = Path(sys.executable).with_name("duckdb")
+    out = subprocess.run(
+        [str(cli), "-init", str(init), "-csv", "-noheader", "-c", "SELECT count(*) FROM v0001.captions"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip().splitlines()[-1] == "2", out
 
 
 def test_bad_dataset_name_is_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="dataset name"):
         Catalog(tmp_path, "../escape")
+
+
+def test_migrate_moves_a_pre_ducklake_catalog(tmp_path: Path):
+    """A dataset built before DuckLake (catalog.duckdb) is refused with the fix named, then migrated: same
+    versions, same rows."""
+    from earmark.cli import main
+    from earmark.storage import LegacyCatalogError
+
+    root = tmp_path / "old"
+    shards = {"k1": [_caption(1), _caption(2)], "k2": [_caption(3)]}
+    for key, rows in shards.items():
+        write_shard(root / "captions" / f"{key}.parquet", to_table(Caption, rows))
+    con = duckdb.connect(str(root / "catalog.duckdb"))
+    con.execute(
+        "CREATE TABLE runs (run_id VARCHAR, flow VARCHAR, started_at TIMESTAMP, finished_at TIMESTAMP, status VARCHAR,"
+        " config_json VARCHAR, stats_json VARCHAR);"
+        "CREATE TABLE shards (key VARCHAR, table_name VARCHAR, stage VARCHAR, stage_version VARCHAR, inputs VARCHAR[],"
+        " prompt_sha VARCHAR, model VARCHAR, config_json VARCHAR, path VARCHAR, rows BIGINT, bytes BIGINT,"
+        " sha256 VARCHAR, run_id VARCHAR, created_at TIMESTAMP);"
+        "CREATE TABLE versions (version VARCHAR, created_at TIMESTAMP, run_id VARCHAR, parent VARCHAR, note VARCHAR,"
+        " stats_json VARCHAR);"
+        "CREATE TABLE version_shards (version VARCHAR, key VARCHAR, table_name VARCHAR);"
+        "CREATE TABLE manifest (source VARCHAR, shard INTEGER, run_id VARCHAR, added_at TIMESTAMP);"
+        "INSERT INTO runs VALUES ('r1', 'build', now(), now(), 'ok', '{}', '{}');"
+        "INSERT INTO shards SELECT k, 'captions', 'synthesize', '1', [], NULL, NULL, '{}', 'captions/' || k || "
+        "'.parquet', n, 0, '', 'r1', now() FROM (VALUES ('k1', 2), ('k2', 1)) t(k, n);"
+        "INSERT INTO versions VALUES ('v0001', now(), 'r1', NULL, 'first', '{}'), ('v0002', now(), 'r1', 'v0001', '', '{}');"
+        "INSERT INTO version_shards VALUES ('v0001', 'k1', 'captions'), ('v0002', 'k1', 'captions'),"
+        " ('v0002', 'k2', 'captions');"
+        "INSERT INTO manifest VALUES ('a.wav', 0, 'r1', now())"
+    )
+    con.close()
+    with pytest.raises(LegacyCatalogError, match="earmark migrate"):
+        Catalog(tmp_path, "old")
+    assert main(["migrate", "--data-root", str(tmp_path), "-d", "old"]) == 0
+    cat = Catalog(tmp_path, "old")
+    assert cat.versions() == ["v0001", "v0002"]
+    assert cat.query("SELECT count(*) FROM v0001.captions")[0][0] == 2
+    assert cat.query("SELECT count(*) FROM captions")[0][0] == 3
+    assert cat.manifest() == {"a.wav": 0}
+    assert (root / "catalog.duckdb.migrated").exists() and not (root / "catalog.duckdb").exists()
