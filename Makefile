@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test lint lock clean-data system-deps
+.PHONY: setup demo test lint lock clean-data system-deps test-system-deps
 
 setup: system-deps $(STAMP)
 
@@ -41,7 +41,16 @@ $(TSTAMP): $(STAMP) requirements/test.txt
 	$(BIN)/pip install -q -r requirements/test.txt torch==2.13.0
 	touch $(TSTAMP)
 
-test: setup $(TSTAMP)
+# docker-compose (Debian's 1.29, a Python program) validates docker/compose.yaml in tests/test_compose.py without
+# a Docker engine; --no-install-recommends keeps the engine (docker.io, a recommendation) off the machine.
+test-system-deps:
+	@command -v docker-compose >/dev/null || { \
+	  echo "installing system package: docker-compose"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; \
+	}
+
+test: setup test-system-deps $(TSTAMP)
 	$(BIN)/python -m pytest -q
 
 # ruff (lint + format) and the import-layer contracts. The symlinks earmark/flows → ../flows (one per installed
