@@ -43,12 +43,16 @@ $(TSTAMP): $(STAMP) requirements/test.txt
 
 # docker-compose (Debian's 1.29, a Python program) validates docker/compose.yaml in tests/test_compose.py without
 # a Docker engine; --no-install-recommends keeps the engine (docker.io, a recommendation) off the machine.
+# PostgreSQL: tests/test_lake_concurrency.py starts a real server (on a socket directory it owns) for the
+# cluster catalog.
 test-system-deps:
-	@command -v docker-compose >/dev/null || { \
-	  echo "installing system package: docker-compose"; \
+	@missing=""; command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; \
-	}
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
 
 test: setup test-system-deps $(TSTAMP)
 	$(BIN)/python -m pytest -q
