@@ -86,7 +86,9 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             review_flow(cfg, tables, run_id)
             timings["review"] = time.perf_counter() - t
             t = time.perf_counter()
-        published = publish_flow(cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}")
+        published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
+            cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}"
+        )
         timings["publish"] = time.perf_counter() - t
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
         status = "ok"

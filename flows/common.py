@@ -48,6 +48,16 @@ def flow_options(cfg: Config, stage: str, runner: TaskRunner | None = None) -> d
     return {"flow_run_name": f"{stage} · {cfg.dataset}", "task_runner": runner or task_runner(cfg)}
 
 
+def name_flow_run(name: str) -> None:
+    """Rename the current flow run once its name is known in full (e.g. with the version it published)."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    if flow_run.id:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(flow_run.id, name=name)
+
+
 def run_tags(cfg: Config, *extra: str) -> Any:
     """Tags on every flow and task run started inside (dataset, profile, and e.g. the command)."""
     return tags(f"dataset:{cfg.dataset}", f"profile:{cfg.analyze.profile}", *extra)
