@@ -327,6 +327,10 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
             continue
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def cmd_server(args: argparse.Namespace) -> int:
     """A Prefect server + UI on loopback (SQLite under PREFECT_HOME), set up for earmark, in the foreground."""
     from earmark.flows.deploy import setup_server
@@ -337,6 +341,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}/api"
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", args.host, "--port", str(args.port)]
     log = (home / "server.log").open("ab")
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     proc = subprocess.Popen(cmd, env=_prefect_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_healthy(url, proc)

@@ -163,17 +163,16 @@ def register(plans: list[DeploymentPlan], source_dir: Path = SOURCE_DIR) -> list
     for plan in plans:
         entry = flow.from_source(source=str(source_dir), entrypoint=plan.entrypoint)
         schedules = [Cron(plan.cron, timezone=plan.timezone)] if plan.cron else None
-        dep_id = entry.deploy(
+        # to_deployment + apply, not flow.deploy / prefect.deploy: those first list the pool's online workers,
+        # a request this server version rejects (422: the client sends null limit/offset)
+        deployment = entry.to_deployment(
             plan.name,
             work_pool_name=plan.pool,
-            build=False,
-            push=False,
             parameters=plan.parameters,
             schedules=schedules,
             tags=plan.tags,
             description=f"earmark {plan.flow} of dataset {plan.parameters['dataset']}",
-            print_next_steps=False,
-            ignore_warnings=True,
         )
+        dep_id = deployment.apply(work_pool_name=plan.pool)
         ids.append(str(dep_id))
     return ids
