@@ -13,6 +13,7 @@ With `[run] task_runner = "dask"` the tasks (config, shard job) are pickled to D
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -68,10 +69,27 @@ def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
     return {"n_workers": cfg.run.dask_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
 
 
+def _keep_thread_settings() -> None:
+    """Local Dask workers start with the flow process's math-library thread settings. Dask's default caps
+    them at 1 (OMP/MKL/OpenBLAS_NUM_THREADS), and Whisper's and the domain probe's outputs depend on the
+    thread count (float reduction order): the same shard would differ between runners."""
+    import dask
+
+    environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        if var in os.environ:
+            environ[var] = os.environ[var]
+        else:
+            environ.pop(var, None)
+    dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
+
+
 def task_runner(cfg: Config, address: str | None = None) -> TaskRunner:
     """The configured task runner; `address`: a Dask scheduler to use instead of `[run] dask_address`."""
     if cfg.run.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
+
+        _keep_thread_settings()
 
         if address or cfg.run.dask_address:
             return DaskTaskRunner(address=address or cfg.run.dask_address)
@@ -90,6 +108,7 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
         return
     from distributed import LocalCluster
 
+    _keep_thread_settings()
     with LocalCluster(**dask_cluster_kwargs(cfg)) as cluster:
         yield task_runner(cfg, cluster.scheduler_address)
 

@@ -78,10 +78,10 @@ def plan_deployments(
     `cron` schedules the build; `gpu_flows` go to the gpu pool (default: build and analyze when the experts
     run on a GPU). `pinned`: profile / llm_endpoint / llm_model given on the command line; other settings
     are read from the config file (and the worker's EARMARK_* environment) when a run starts."""
-    flows = [f for f in FLOWS if f in (flows or FLOWS)]
     unknown = set(flows or ()) - set(FLOWS)
     if unknown:
         raise ValueError(f"unknown flow(s) {', '.join(sorted(unknown))}; deployable: {', '.join(FLOWS)}")
+    flows = [f for f in FLOWS if f in (flows or FLOWS)]
     if gpu_flows is None:
         gpu_flows = ["build", "analyze"] if uses_gpu(cfg) else []
     common: dict[str, Any] = {"dataset": cfg.dataset, "data_root": str(Path(cfg.data_root).resolve())}
