@@ -14,7 +14,6 @@ import time
 from functools import partial
 from pathlib import Path
 
-import httpx
 import pytest
 
 from earmark.config import load_config
@@ -27,8 +26,7 @@ def test_deploy_plan_sends_gpu_flows_to_the_gpu_pool_and_schedules_the_build(tmp
     from earmark.flows.deploy import plan_deployments
 
     cfg = load_config(
-        None,
-        {"dataset": "plan", "data_root": str(tmp_path), "inputs": [str(tmp_path)], "analyze.profile": "paper"},
+        None, {"dataset": "plan", "data_root": str(tmp_path), "inputs": [str(tmp_path)], "analyze.profile": "paper"}
     )
     cpu = plan_deployments(cfg, config_file=None, cron="0 3 * * *", timezone="Europe/Berlin")
     assert [p.flow for p in cpu] == ["build", "ingest", "analyze", "synthesize", "filter", "evaluate"]
@@ -209,7 +207,6 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
 def _timed(log: Path, inputs) -> dict[str, list]:
     """A stand-in GPU stage: records when it ran and how many `gpu` slots were taken meanwhile."""
     from prefect.client.orchestration import get_client
-
     from prefect.exceptions import ObjectNotFound
 
     start = time.time()
@@ -228,9 +225,7 @@ def _gpu_jobs(log: Path, n: int, tag: str):
     from earmark.stages.base import ShardJob, StageSpec
 
     spec = StageSpec("test-gpu", "1", writes=("quarantine",))
-    return [
-        ShardJob(spec, partial(_timed, log), sources=[f"{tag}-{i}"], label=f"job-{i}", gpu=True) for i in range(n)
-    ]
+    return [ShardJob(spec, partial(_timed, log), sources=[f"{tag}-{i}"], label=f"job-{i}", gpu=True) for i in range(n)]
 
 
 def _run_jobs(cfg, jobs) -> None:
