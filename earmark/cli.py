@@ -11,6 +11,9 @@ earmark review export -d NAME -o SHEET.csv   items to review (human verification
 earmark review import -d NAME SHEET.csv      store decisions, publish a version applying them
 earmark corpus OUT_DIR             only generate the sample corpus
 earmark llm-serve                  run the embedded LLM server in the foreground
+earmark server                     Prefect server + UI on 127.0.0.1 (work pools, gpu limit), in the foreground
+earmark deploy INPUT... -d NAME    register the dataset's deployments (build, stages, evaluate; --cron)
+earmark worker --pool cpu|gpu      a process worker for the earmark-cpu / earmark-gpu pool
 """
 
 from __future__ import annotations
@@ -29,13 +32,16 @@ from earmark.commands import (  # noqa: E402
     cmd_build,
     cmd_corpus,
     cmd_demo,
+    cmd_deploy,
     cmd_evaluate,
     cmd_llm_serve,
     cmd_mecat_score,
     cmd_migrate,
     cmd_rerun,
     cmd_review,
+    cmd_server,
     cmd_sql,
+    cmd_worker,
 )
 from earmark.config import ConfigError  # noqa: E402
 
@@ -263,6 +269,37 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
     s.add_argument("--port", type=int)
     s.set_defaults(fn=cmd_llm_serve)
+
+    sv = sub.add_parser("server", help="run a Prefect server + UI on loopback, set up for earmark (foreground)")
+    _common(sv)
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=4200)
+    sv.add_argument("--prefect-home", type=Path, help="database and log (default: $PREFECT_HOME or DATA_ROOT/.prefect)")
+    sv.set_defaults(fn=cmd_server)
+
+    dp = sub.add_parser(
+        "deploy", help="register a dataset's deployments (build, ingest, analyze, synthesize, filter, evaluate)"
+    )
+    dp.add_argument("inputs", nargs="*", type=Path, help="audio files and/or directories (for build and ingest)")
+    _common(dp)
+    _llm_args(dp)
+    _expert_args(dp)
+    dp.add_argument("--until", choices=["ingest", "analyze", "synthesize", "filter", "publish"], default="publish")
+    dp.add_argument("--flows", help="comma-separated subset of build,ingest,analyze,synthesize,filter,evaluate")
+    dp.add_argument("--cron", help='schedule the build, e.g. "0 3 * * *" (default: run on demand only)')
+    dp.add_argument("--timezone", help="the cron's time zone, e.g. Europe/Berlin (default UTC)")
+    dp.add_argument(
+        "--gpu-flows",
+        help="comma-separated flows for the earmark-gpu pool (default: build,analyze when the experts run on cuda)",
+    )
+    dp.add_argument("--api-url", help="Prefect API (default: $PREFECT_API_URL)")
+    dp.add_argument("--dry-run", action="store_true", help="print what would be registered, register nothing")
+    dp.set_defaults(fn=cmd_deploy)
+
+    w = sub.add_parser("worker", help="run a Prefect process worker for an earmark pool (foreground)")
+    w.add_argument("--pool", choices=["cpu", "gpu"], default="cpu")
+    w.add_argument("--limit", type=int, help="at most this many flow runs at a time")
+    w.set_defaults(fn=cmd_worker)
     return p
 
 

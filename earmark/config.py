@@ -144,8 +144,16 @@ class ReviewSection(Section):
 
 
 class RunSection(Section):
-    task_runner: Literal["threads", "sequential"] = "threads"
+    """Where shard tasks run. threads: `max_workers` threads in the flow's process; sequential: one at a time;
+    dask: Dask worker processes — the scheduler at `dask_address` (tcp://host:8786), else a local cluster of
+    `dask_workers` single-thread processes started for the run. `gpus`: slots of the Prefect global concurrency
+    limit `gpu` that `earmark server` / `earmark deploy` create; every shard of a GPU-using expert holds one."""
+
+    task_runner: Literal["threads", "sequential", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, le=64)
+    dask_address: str | None = None
+    dask_workers: int = Field(2, ge=1, le=256)
+    gpus: int = Field(1, ge=1, le=1024)
 
 
 class Config(BaseSettings):

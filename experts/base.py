@@ -51,6 +51,12 @@ class Expert:
     backend: ClassVar[str]
     record: ClassVar[type[ExpertRecord]]
     needs: ClassVar[tuple[str, ...]] = ()
+    device: str = "cpu"  # where its model runs; a paper expert sets the configured device ("cuda", "cuda:1")
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Whether its shards need a GPU (they then hold a slot of the `gpu` concurrency limit)."""
+        return str(self.device).startswith("cuda")
 
     def key_config(self) -> dict[str, Any]:
         """The settings that change this expert's output; they enter the shard key."""

@@ -31,6 +31,7 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
                 partial(analyze.run, expert),
                 label=f"shard-{i:04d}",
                 inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}},
+                gpu=expert.uses_gpu,
             )
             keys[name] = job.plan()[0]
             futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in expert.needs], retries=1)

@@ -7,13 +7,14 @@ computed/skipped per stage, LLM calls and cache hits, stage wall times) go to th
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from prefect import flow, get_run_logger
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import StageResult, flow_options, open_catalog, run_tags, task_runner
+from earmark.flows.common import StageResult, flow_options, open_catalog, run_tags, shared_runner
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
@@ -39,12 +40,13 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     cat = open_catalog(cfg)
     remove_stale_temp_files(cat.root)
     run_id = cat.start_run("build", {**cfg.model_dump(mode="json"), "until": until})
-    runner = task_runner(cfg)
     timings: dict[str, float] = {}
     shards: dict[str, dict[str, int]] = {}
     status = "failed"
     synth: dict[str, Any] = {}
+    runners = ExitStack()  # a dask run's local cluster lives as long as the build
     try:
+        runner = runners.enter_context(shared_runner(cfg))
         t = time.perf_counter()
         ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
         timings["ingest"] = time.perf_counter() - t
@@ -84,11 +86,14 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             review_flow(cfg, tables, run_id)
             timings["review"] = time.perf_counter() - t
             t = time.perf_counter()
-        published = publish_flow(cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}")
+        published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
+            cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}"
+        )
         timings["publish"] = time.perf_counter() - t
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
         status = "ok"
     finally:
+        runners.close()
         stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards, "llm": synth.get("llm")}
         cat.finish_run(run_id, status, stats)
     get_run_logger().info("build %s: %s", run_id, stats)

@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
-from earmark.flows.common import artifact_key, open_catalog, stage_task
+from earmark.flows.common import artifact_key, name_flow_run, open_catalog, stage_task
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import publish
 from earmark.stages.base import ShardJob
@@ -44,6 +44,7 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
     cat = open_catalog(cfg)
     shards = apply_reviews(cfg, cat, shards, run_id)
     version, created = cat.publish(shards, run_id, note=note)
+    name_flow_run(f"publish · {cfg.dataset} · {version}")
     job = ShardJob(
         publish.publish_spec(list(shards)),
         partial(publish.publish, cat, version),

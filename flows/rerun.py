@@ -17,6 +17,7 @@ printed, stored as `reports/diff-<base>-<new>.md` and attached to the run as an 
 from __future__ import annotations
 
 import time
+from contextlib import ExitStack
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -24,7 +25,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import artifact_key, flow_options, open_catalog, run_tags, task_runner
+from earmark.flows.common import artifact_key, flow_options, open_catalog, run_tags, shared_runner
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.synthesize import synthesize_flow
@@ -52,11 +53,12 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     g = version_graph(cat, base)
     if not g.clip_refs:
         raise ValueError(f"version {base} has no clips")
-    runner = task_runner(cfg)
+    runners = ExitStack()  # a dask run's local cluster lives as long as the rerun
     run_id = cat.start_run("rerun", {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")})
     stats: dict[str, Any] = {"stage": stage, "items": items, "base": base, "timings_s": {}, "shards": {}}
     status = "failed"
     try:
+        runner = runners.enter_context(shared_runner(cfg))
         experts = g.experts
         t = time.perf_counter()
         if stage == "analyze":
@@ -103,6 +105,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         }
         status = "ok"
     finally:
+        runners.close()
         cat.finish_run(run_id, status, stats)
     get_run_logger().info("rerun %s: %s", run_id, stats)
     return {"run_id": run_id, **published, "base": base, "diff_report": str(path), "diff_markdown": report, **stats}

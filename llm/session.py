@@ -158,8 +158,20 @@ class LLMSession:
         client.close()
         return stats
 
-    def __getstate__(self) -> dict[str, Any]:  # another process opens its own client
-        return {"cfg": self.cfg, "cache_dir": self.cache_dir, "log_path": self.log_path}
+    def __reduce__(self) -> tuple[Any, ...]:  # another process opens its own client, once (see process_session)
+        return (process_session, (self.cfg, self.cache_dir, self.log_path))
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["cfg"], state["cache_dir"], state["log_path"])
+
+_process_sessions: dict[tuple[str, str, str], LLMSession] = {}
+_process_lock = threading.Lock()
+
+
+def process_session(cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> LLMSession:
+    """What a session pickled to a worker process (Dask) becomes there: one session per process and setting,
+    so every task the process runs shares one client, and at most one embedded server, which stops when the
+    process exits. Its calls are not counted in the flow's LLM usage."""
+    key = (cfg.model_dump_json(), str(cache_dir), str(log_path))
+    with _process_lock:
+        if key not in _process_sessions:
+            _process_sessions[key] = LLMSession(cfg, cache_dir, log_path)
+        return _process_sessions[key]

@@ -94,6 +94,7 @@ class ShardJob:
     inputs: Mapping[str, Sequence[str]] = field(default_factory=dict)  # table → shard keys read
     sources: Sequence[str] = ()  # identities that are not shards (ingest: "path:sha256")
     label: str = ""  # shown in task names, e.g. "shard-0003"
+    gpu: bool = False  # runs a model on a GPU: holds a slot of the `gpu` limit while it computes (not in the key)
 
     def plan(self) -> tuple[str, ShardMeta]:
         return self.spec.plan([k for keys in self.inputs.values() for k in keys] + list(self.sources))
