@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
+from earmark.storage import Catalog
 
 
 def main() -> None:
@@ -50,9 +50,9 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         walls.append(time.perf_counter() - t0)
-    con = duckdb.connect(str(args.data_root / "demo" / "catalog.duckdb"), read_only=True)
-    runs = con.execute("SELECT stats_json FROM runs ORDER BY started_at").fetchall()[-2:]
-    clips = con.execute("SELECT count(*) FROM clips").fetchone()[0]
+    cat = Catalog(args.data_root, "demo")
+    runs = cat.query("SELECT stats_json FROM runs ORDER BY started_at")[-2:]
+    clips = cat.query("SELECT count(*) FROM clips")[0][0]
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.python_version()}; "
         f"model {args.model}; {clips} clips"

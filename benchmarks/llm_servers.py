@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
+from earmark.storage import Catalog
 
 
 def main() -> None:
@@ -36,9 +36,9 @@ def main() -> None:
         env = {**os.environ, "EARMARK_LLM__EMBEDDED_SERVERS": str(n)}
         cmd = [sys.executable, "-m", "earmark.cli", "build", *map(str, args.inputs), "--data-root", str(root)]
         subprocess.run([*cmd, "-d", "bench", "--until", "synthesize"], check=True, env=env, stdout=subprocess.DEVNULL)
-        con = duckdb.connect(str(root / "bench" / "catalog.duckdb"), read_only=True)
-        (stats_json,) = con.execute("SELECT stats_json FROM runs ORDER BY started_at DESC LIMIT 1").fetchone()
-        clips = con.execute("SELECT count(*) FROM clips").fetchone()[0]
+        cat = Catalog(root, "bench")
+        (stats_json,) = cat.query("SELECT stats_json FROM runs ORDER BY started_at DESC LIMIT 1")[0]
+        clips = cat.query("SELECT count(*) FROM clips")[0][0]
         s = json.loads(stats_json)
         llm = s["llm"] or {}
         rows.append((n, clips, s["timings_s"]["synthesize"], llm.get("calls", 0), llm.get("completion_tokens", 0)))

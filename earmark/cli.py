@@ -76,6 +76,11 @@ def _expert_args(p: argparse.ArgumentParser) -> None:
         help="paper profile weights, one directory per model id (default: $EARMARK_MODELS_DIR or "
         "~/.cache/earmark/models)",
     )
+    p.add_argument(
+        "--experts",
+        help="run only these experts of the profile (comma-separated, plus what they need), e.g. levels,acoustics; "
+        "with --until analyze",
+    )
 
 
 def parser() -> argparse.ArgumentParser:

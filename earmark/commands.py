@@ -26,6 +26,9 @@ def _config(args: argparse.Namespace, dataset_default: str, **extra: Any) -> Con
         "synthesize.strategy": getattr(args, "strategy", None),
         "analyze.profile": getattr(args, "profile", None),
         "analyze.models_dir": str(args.models_dir) if getattr(args, "models_dir", None) else None,
+        "analyze.only": [e.strip() for e in args.experts.split(",") if e.strip()]
+        if getattr(args, "experts", None)
+        else None,
         **extra,
     }
     cfg = load_config(args.config, overrides)

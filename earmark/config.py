@@ -37,6 +37,9 @@ class AnalyzeSection(Section):
 
     profile: Literal["embedded", "paper"] = "embedded"
     domain: Literal["probe", "heuristic"] = "probe"  # embedded profile: the learned tagger or the DSP heuristic
+    # run only these experts (plus those they need), e.g. ["levels", "acoustics"]; None: the whole profile.
+    # Synthesis needs the whole profile's evidence, so a subset is for `build --until analyze`.
+    only: list[str] | None = None
     asr_beam_size: int = Field(1, ge=1, le=10)
     # --- paper profile
     models_dir: Path | None = None  # None → $EARMARK_MODELS_DIR or ~/.cache/earmark/models

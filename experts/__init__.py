@@ -25,6 +25,18 @@ def build_experts(cfg: AnalyzeSection) -> dict[str, Expert]:
         if missing:
             raise RuntimeError(f"expert {e.name} needs {missing}, which are not earlier in the profile")
         out[e.name] = e
+    if cfg.only:  # a subset, with everything it needs (e.g. `--experts levels,acoustics`)
+        unknown = sorted(set(cfg.only) - set(out))
+        if unknown:
+            raise ValueError(f"[analyze] only: unknown experts {unknown}; the {cfg.profile} profile has {list(out)}")
+        wanted: set[str] = set()
+        todo = list(cfg.only)
+        while todo:
+            name = todo.pop()
+            if name not in wanted:
+                wanted.add(name)
+                todo += list(out[name].needs)
+        out = {n: e for n, e in out.items() if n in wanted}
     return out
 
 

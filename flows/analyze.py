@@ -12,7 +12,7 @@ from prefect import flow
 
 from earmark.config import Config
 from earmark.experts import build_experts
-from earmark.flows.common import StageResult, flow_options, submit
+from earmark.flows.common import StageResult, collect, flow_options, submit
 from earmark.stages import analyze
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef
@@ -36,10 +36,11 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
             keys[name] = job.plan()[0]
             futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in expert.needs], retries=1)
         pending.append(futures)
+    flat = [(name, fut) for futures in pending for name, fut in futures.items()]
+    refs = collect(cfg, "analyze", [f for _, f in flat], gpu=[experts[n].uses_gpu for n, _ in flat])
     results: dict[str, StageResult] = {name: StageResult() for name in experts}
-    for futures in pending:
-        for name, fut in futures.items():
-            results[name].refs.append(fut.result())
+    for (name, _), ref in zip(flat, refs):
+        results[name].refs.append(ref)
     return results
 
 

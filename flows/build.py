@@ -11,10 +11,19 @@ from contextlib import ExitStack
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import StageResult, flow_options, open_catalog, run_tags, shared_runner
+from earmark.flows.common import (
+    StageResult,
+    artifact_key,
+    flow_options,
+    open_catalog,
+    run_summary,
+    run_tags,
+    shared_runner,
+)
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
@@ -37,6 +46,11 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     if until not in STAGES:
         raise ValueError(f"--until must be one of {', '.join(STAGES)}, got {until!r}")
     stop = STAGES.index(until)
+    if cfg.analyze.only and stop >= 2:
+        raise ValueError(
+            f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
+            "use --until analyze with a subset of experts, or drop --experts"
+        )
     cat = open_catalog(cfg)
     remove_stale_temp_files(cat.root)
     run_id = cat.start_run("build", {**cfg.model_dump(mode="json"), "until": until})
@@ -44,6 +58,8 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     shards: dict[str, dict[str, int]] = {}
     status = "failed"
     synth: dict[str, Any] = {}
+    published: dict[str, Any] = {}
+    upstream: list[Any] = []  # each stage's returned result: Prefect draws the run graph's edges from them
     runners = ExitStack()  # a dask run's local cluster lives as long as the build
     try:
         runner = runners.enter_context(shared_runner(cfg))
@@ -51,11 +67,13 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
         ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
         timings["ingest"] = time.perf_counter() - t
         shards["ingest"] = _count(ingest)
+        upstream.append(ingest)
         tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
         if stop >= 1:
             t = time.perf_counter()
             experts = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, ingest.refs, run_id)
             timings["analyze"] = time.perf_counter() - t
+            upstream.append(experts)
             for name, res in experts.items():
                 shards[f"analyze:{name}"] = _count(res)
                 tables[name] = res.keys(name)
@@ -65,6 +83,7 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
                 cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
             )
             timings["synthesize"] = time.perf_counter() - t
+            upstream.append(synth)
             for name, res in synth["results"].items():
                 shards[f"synthesize:{name}"] = _count(res)
                 tables[name] = res.keys(name)
@@ -77,8 +96,12 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
                 synth["results"]["evidence"].refs,
                 {i: synth["results"][i].refs for i in cfg.synthesize.items},
             )
-            qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(cfg, inputs, run_id)
+            # `inputs` is new data (shard keys), so Prefect would draw no edge into filter: name its upstream runs
+            qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
+                cfg, inputs, run_id, wait_for=list(upstream)
+            )
             timings["filter"] = time.perf_counter() - t
+            upstream.append(qc)
             shards["filter"] = _count(qc)
             tables["qc"], tables["claims"] = qc.keys("qc"), qc.keys("claims")
         t = time.perf_counter()
@@ -87,7 +110,7 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             timings["review"] = time.perf_counter() - t
             t = time.perf_counter()
         published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
-            cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}"
+            cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}", wait_for=upstream
         )
         timings["publish"] = time.perf_counter() - t
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
@@ -96,6 +119,11 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
         runners.close()
         stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards, "llm": synth.get("llm")}
         cat.finish_run(run_id, status, stats)
+        create_markdown_artifact(
+            key=artifact_key(cfg, "run-summary"),
+            markdown=run_summary(cfg, cat, run_id, status, until, stats, published),
+            description=f"build · {cfg.dataset}: {status}",
+        )
     get_run_logger().info("build %s: %s", run_id, stats)
     return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats, "until": until}
 

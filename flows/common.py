@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from prefect import get_run_logger, tags, task
+from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.sync import concurrency
-from prefect.futures import PrefectFuture
+from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from earmark.config import Config
@@ -137,6 +138,60 @@ def submit(
     return stage_task.with_options(**options).submit(cfg, job, run_id, wait_for=list(wait_for or []))
 
 
+def collect(cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequence[bool] = ()) -> list[ShardRef]:
+    """Wait for a stage's shard tasks (results in submission order). In the UI: a progress artifact
+    `<dataset>-<stage>-progress` moves as each shard finishes, and a table artifact `<dataset>-<stage>-shards`
+    lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written,
+    and for qc the items kept / rejected) once all are done."""
+    if not futures:
+        return []
+    progress = create_progress_artifact(
+        0.0, key=artifact_key(cfg, f"{stage}-progress"), description=f"{stage} · {cfg.dataset}: % of shards finished"
+    )
+    index = {f.task_run_id: i for i, f in enumerate(futures)}
+    refs: list[ShardRef | None] = [None] * len(futures)
+    for done, fut in enumerate(as_completed(list(futures)), start=1):
+        refs[index[fut.task_run_id]] = fut.result()
+        update_progress_artifact(progress, round(100.0 * done / len(futures), 1))
+    out = [r for r in refs if r is not None]
+    uses_gpu = list(gpu) or [False] * len(out)
+    create_table_artifact(
+        key=artifact_key(cfg, f"{stage}-shards"),
+        table=shard_table(open_catalog(cfg), out, uses_gpu),
+        description=f"{stage} · {cfg.dataset}: one row per shard task",
+    )
+    return out
+
+
+def shard_table(cat: Catalog, refs: Sequence[ShardRef], gpu: Sequence[bool]) -> list[dict[str, Any]]:
+    """Rows of a stage's shard table artifact (see `collect`)."""
+    keys = sorted({r.key for r in refs})
+    written = {
+        (k, t): n
+        for k, t, n in cat.query("SELECT key, table_name, rows FROM shards WHERE list_contains(?, key)", [keys])
+    }
+    rows = []
+    for ref, on_gpu in zip(refs, gpu):
+        row: dict[str, Any] = {
+            "shard": ref.task or ref.key,
+            "status": "skipped (in catalog)" if ref.skipped else "computed",
+            "seconds": round(ref.seconds, 2),
+            "gpu_s": round(ref.seconds, 2) if on_gpu and not ref.skipped else 0.0,
+        }
+        row.update({f"rows:{t}": written.get((ref.key, t), 0) for t in ref.tables})
+        if "qc" in ref.tables:  # items (not checks): an item is kept when every check kept it
+            qc = cat.read("qc", [ref.key]).select(["item_table", "item_id", "keep"]).to_pylist()
+            verdict: dict[tuple[str, str], bool] = {}
+            for r in qc:
+                item = (r["item_table"], r["item_id"])
+                verdict[item] = verdict.get(item, True) and bool(r["keep"])
+            row["items_kept"] = sum(verdict.values())
+            row["items_rejected"] = len(verdict) - row["items_kept"]
+        row["key"] = ref.key
+        rows.append(row)
+    return rows
+
+
 @dataclass
 class StageResult:
     """Shards a stage produced, in clip-shard order, plus counters."""
@@ -153,3 +208,38 @@ class StageResult:
 
     def keys(self, table: str) -> list[str]:
         return [r.key for r in self.refs if table in r.tables]
+
+
+def run_summary(
+    cfg: Config, cat: Catalog, run_id: str, status: str, until: str, stats: dict[str, Any], published: dict[str, Any]
+) -> str:
+    """The markdown run summary of a build: outcome, where its outputs are, per-stage shards and time."""
+    version = published.get("version")
+    slug = artifact_key(cfg, "")
+    lines = [
+        f"# build · {cfg.dataset}: {status}",
+        "",
+        f"- run `{run_id}`, until `{until}`, profile `{cfg.analyze.profile}`, runner `{cfg.run.task_runner}`",
+        f"- version **{version or '(none)'}**"
+        + (" (new)" if published.get("created") else " (unchanged)" if version else ""),
+        f"- exports: `{published.get('exports', '-')}`",
+        f"- catalog: DuckLake `{cat.location.metadata}`, data `{cat.location.data_path}`; query with "
+        f'`earmark sql -d {cfg.dataset} "FROM {version or "captions"}.captions LIMIT 5"`'
+        if version
+        else f"- catalog: DuckLake `{cat.location.metadata}`",
+        f"- artifacts: `{slug}<stage>-progress`, `{slug}<stage>-shards`, `{slug}qc-summary`, `{slug}dataset-card`",
+        "",
+        "| stage | shards computed | shards skipped | wall s |",
+        "|---|---|---|---|",
+    ]
+    timings = stats.get("timings_s", {})
+    for stage, n in stats.get("shards", {}).items():
+        lines.append(f"| {stage} | {n['computed']} | {n['skipped']} | {timings.get(stage, '')} |")
+    llm = stats.get("llm") or {}
+    if llm:
+        lines += [
+            "",
+            f"LLM: {llm.get('calls', 0)} requests, {llm.get('cache_hits', 0)} cache hits, "
+            f"{llm.get('completion_tokens', 0)} completion tokens.",
+        ]
+    return "\n".join(lines) + "\n"

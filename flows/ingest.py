@@ -7,7 +7,7 @@ from functools import partial
 from prefect import flow
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, flow_options, open_catalog, submit
+from earmark.flows.common import StageResult, collect, flow_options, open_catalog, submit
 from earmark.stages import ingest
 from earmark.stages.base import ShardJob
 
@@ -34,7 +34,7 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
             label=f"shard-{shard:04d}",
         )
         futures.append(submit(cfg, job, run_id))
-    results = [f.result() for f in futures]
+    results = collect(cfg, "ingest", futures)
     cat.extend_manifest(added, run_id)  # only once every new shard is written: a failed run assigns nothing
     return StageResult(results)
 

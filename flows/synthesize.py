@@ -14,7 +14,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, flow_options, open_catalog, submit
+from earmark.flows.common import StageResult, collect, flow_options, open_catalog, submit
 from earmark.llm.session import LLMSession
 from earmark.stages import evidence, synthesis
 from earmark.stages.base import ShardJob
@@ -62,24 +62,37 @@ def synthesize_flow(
                 fut = submit(cfg, job, run_id, wait_for=[ev_future], retries=2)
                 gen += [(item, fut) for item in items]
                 continue
-            # Item types of one shard run one after another: a single-slot server (llama.cpp) keeps the KV
-            # cache of the previous prompt, and the 3 references of a caption kind share their prompt.
-            previous = ev_future
+            # The embedded llama.cpp servers (single-slot each): the item types of a shard run one after another,
+            # so a server keeps the KV cache of the previous prompt. An endpoint with several slots (vLLM's
+            # continuous batching, `max_concurrency` > 1): they run at once, entailment after the captions it
+            # takes premises from.
+            waits = item_waits(items, parallel=cfg.llm.endpoint is not None and cfg.llm.max_concurrency > 1)
             captions = existing["captions"][i].key if "captions" in existing else None
+            shard_futures: dict[str, Any] = {}
             for item in items:
                 job = _item_job(cfg, session, item, ev_key, captions if item == "entailment" else None, label, items)
-                previous = submit(cfg, job, run_id, wait_for=[previous], retries=2)
+                after = [ev_future, *(shard_futures[w] for w in waits[item] if w in shard_futures)]
+                shard_futures[item] = submit(cfg, job, run_id, wait_for=after, retries=2)
                 if item == "captions":
                     captions = job.plan()[0]
-                gen.append((item, previous))
-        for fut in ev_futures:
-            results["evidence"].refs.append(fut.result())
-        for item, fut in gen:
-            results[item].refs.append(fut.result())
+                gen.append((item, shard_futures[item]))
+        results["evidence"].refs.extend(collect(cfg, "evidence", ev_futures))
+        for (item, _), ref in zip(gen, collect(cfg, "synthesize", [f for _, f in gen])):
+            results[item].refs.append(ref)
     finally:
         stats = session.close()
     get_run_logger().info("LLM usage: %s", stats)
     return {"results": results, "llm": stats}
+
+
+def item_waits(items: list[str], parallel: bool) -> dict[str, list[str]]:
+    """For each item type of a shard, the item types it waits for (besides the shard's evidence).
+
+    Sequential: each waits for the one before it. Parallel: only entailment waits, for the captions of its
+    shard (its premises) when they are generated in the same run."""
+    if not parallel:
+        return {item: items[i - 1 : i] for i, item in enumerate(items)}
+    return {item: ["captions"] if item == "entailment" and "captions" in items else [] for item in items}
 
 
 def _item_job(

@@ -10,6 +10,7 @@ lookup → run → write → register. The Prefect task in earmark.flows.common 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -112,17 +113,18 @@ def run_job(
     writes = job.spec.writes
     if cat.has_shard(key, writes):
         logger.info("%s: shard %s already in the catalog, skipped", job.task_name, key)
-        return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True)
+        return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True, task=job.task_name)
     t0 = time.perf_counter()
     with prompts.only(job.spec.prompt_files):
         out = job.fn(Inputs(cat, job.inputs))
+    seconds = time.perf_counter() - t0
     unknown = set(out) - set(writes)
     if unknown:
         raise RuntimeError(f"stage {job.spec.name} returned tables {sorted(unknown)} it does not declare")
     tables = {t: to_table(TABLES[t], list(out.get(t, ()))) for t in writes}
     ref = cat.write_shard(key, tables, meta, run_id)
     logger.info("%s: shard %s computed, %d rows in %.1f s", job.task_name, key, ref.rows, time.perf_counter() - t0)
-    return ref
+    return dataclasses.replace(ref, seconds=seconds, task=job.task_name)
 
 
 def stored(cat: Catalog, ref: ShardRef, table: str) -> list[Any]:

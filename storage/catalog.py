@@ -68,6 +68,8 @@ class ShardRef:
     tables: tuple[str, ...]
     rows: int = 0
     skipped: bool = False
+    seconds: float = 0.0  # time inside the stage function (0 when skipped)
+    task: str = ""  # the task name, e.g. analyze/asr/shard-0003
 
 
 @dataclass(frozen=True)
@@ -124,11 +126,11 @@ class Catalog:
         """Run one SQL statement on the lake (the `<table>` and `vNNNN.<table>` views, the bookkeeping tables)."""
         return lake.read(self.location, lambda con: con.execute(sql, params or []).fetchall(), self.busy_timeout_s)
 
-    def cursor_query(self, sql: str) -> tuple[list[str], list[tuple]]:
+    def cursor_query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
         """(column names, rows) of one statement, for `earmark sql`."""
 
         def run(con: duckdb.DuckDBPyConnection) -> tuple[list[str], list[tuple]]:
-            cur = con.execute(sql)
+            cur = con.execute(sql, params or [])
             return [d[0] for d in cur.description or []], cur.fetchall()
 
         return lake.read(self.location, run, self.busy_timeout_s)
@@ -368,8 +370,8 @@ class Catalog:
             return version, True
 
         version, created = self._transaction(publish)
-        if created:
-            self.refresh_views(only=version)
+        # also when unchanged: a publisher killed between its commit and its views left them missing
+        self.refresh_views(only=version)
         return version, created
 
     # ----------------------------------------------------------------------------------------- views

@@ -16,3 +16,31 @@ def prefect_harness():
 
     with prefect_test_harness(server_startup_timeout=120):
         yield
+
+
+class CatalogConnection:
+    """A DuckDB-connection look-alike over a dataset's DuckLake catalog (`execute(...).fetchall()` as before),
+    for tests that read the published views."""
+
+    def __init__(self, data_root, dataset: str):
+        from earmark.storage import Catalog
+
+        self.cat = Catalog(data_root, dataset)
+
+    def execute(self, sql: str, params=None):
+        return _Result(*self.cat.cursor_query(sql, params))
+
+    def close(self) -> None:
+        pass
+
+
+class _Result:
+    def __init__(self, columns, rows):
+        self.description = [(c,) for c in columns]
+        self._rows = rows
+
+    def fetchall(self):
+        return list(self._rows)
+
+    def fetchone(self):
+        return self._rows[0] if self._rows else None

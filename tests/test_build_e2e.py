@@ -8,8 +8,8 @@ import json
 import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
+from conftest import CatalogConnection
 
 from earmark.config import load_config
 from earmark.corpus import generate_corpus
@@ -46,7 +46,7 @@ def built(tmp_path_factory, prefect_harness):
 
 
 def _con(cfg):
-    return duckdb.connect(str(Path(cfg.data_root) / cfg.dataset / "catalog.duckdb"), read_only=True)
+    return CatalogConnection(Path(cfg.data_root), cfg.dataset)
 
 
 def test_catalog_answers_the_benchmark_questions(built):
@@ -124,7 +124,7 @@ def test_mecat_export_and_evaluation(built, tmp_path):
         ).fetchall()
     )
     assert refs, "no kept environment caption to evaluate against"
-    con.close()  # DuckDB refuses a read-write connection in a process that holds a read-only one
+    con.close()
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     good.write_text("\n".join(json.dumps({k: v}) for k, v in refs.items()))
     bad.write_text("\n".join(json.dumps({k: "A recipe for tomato soup with basil."}) for k in refs))
@@ -183,7 +183,7 @@ def test_until_analyze_publishes_the_expert_annotations_only(built):
     assert con.execute(f"SELECT count(*) FROM {v}.captions").fetchone()[0] == 0
     rows = con.execute(f"SELECT c.source_path, d.domain FROM {v}.clips c JOIN {v}.domain d USING (clip_id)").fetchall()
     assert rows and all(path and domain for path, domain in rows)
-    con.close()  # DuckDB refuses a read-write connection in a process that holds a read-only one
+    con.close()
     again = run_build(cfg)  # the full build again: every shard reused, its version back
     assert sum(n["computed"] for s, n in again["shards"].items() if s != "publish") == 0 and again["created"]
 
@@ -214,3 +214,28 @@ def test_the_prefect_runs_name_and_tag_the_dataset_and_artifacts_are_scoped_by_i
     assert build_runs and all({"dataset:e2e", "profile:embedded", "build"} <= set(r.tags) for r in build_runs)
     assert {"e2e-qc-summary", "e2e-dataset-card"} <= {a["key"] for a in found}
     assert unscoped == []  # no global keys shared by every dataset
+    by_key: dict[str, list[dict]] = {}
+    for a in found:
+        by_key.setdefault(a["key"], []).append(a)
+    # a progress artifact per stage, at 100 % once the stage is done, and a table with one row per shard task
+    for stage in ("ingest", "analyze", "evidence", "synthesize", "filter"):
+        assert any(a["data"] == 100.0 for a in by_key[f"e2e-{stage}-progress"]), stage
+        assert by_key[f"e2e-{stage}-shards"][0]["type"] == "table"
+    analyze_rows = json.loads(by_key["e2e-analyze-shards"][0]["data"])
+    assert any(r["shard"] == "analyze/asr/shard-0000" and "rows:asr" in r and "gpu_s" in r for r in analyze_rows)
+    filter_rows = json.loads(by_key["e2e-filter-shards"][0]["data"])
+    assert all("items_kept" in r for r in filter_rows if r["shard"].startswith("filter/shard"))
+    summary = by_key["e2e-run-summary"][0]
+    assert (
+        summary["type"] == "markdown"
+        and "# build · e2e: ok" in summary["data"]
+        and "| analyze:asr |" in summary["data"]
+    )
+
+    # the run graph: filter (and publish) have incoming edges from the stages they read
+    with get_client(sync_client=True) as client:
+        graph = client.request("GET", f"/flow_runs/{build_runs[0].id}/graph-v2").json()
+    labels = {n[1]["id"]: n[1]["label"] for n in graph["nodes"]}
+    parents_of = {n[1]["label"]: {labels.get(p["id"], "") for p in n[1]["parents"]} for n in graph["nodes"]}
+    filter_parents = next(ps for label, ps in parents_of.items() if label.startswith("filter"))
+    assert any(p.startswith("synthesize") for p in filter_parents), parents_of

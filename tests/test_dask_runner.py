@@ -10,8 +10,8 @@ from functools import partial
 from pathlib import Path
 
 import cloudpickle
-import duckdb
 import pytest
+from conftest import CatalogConnection
 
 from earmark.config import load_config
 
@@ -21,7 +21,7 @@ VARYING = {"run_id", "created_at", "started_at", "finished_at", "decided_at", "p
 
 def table_hashes(dataset_dir: Path) -> dict[str, tuple[int, str]]:
     """Per view of the latest version: (rows, sha256 of its sorted rows without the VARYING columns)."""
-    con = duckdb.connect(str(dataset_dir / "catalog.duckdb"), read_only=True)
+    con = CatalogConnection(dataset_dir.parent, dataset_dir.name)
     try:
         views = [
             r[0]

@@ -172,3 +172,26 @@ def test_migrate_moves_a_pre_ducklake_catalog(tmp_path: Path):
     assert cat.query("SELECT count(*) FROM captions")[0][0] == 3
     assert cat.manifest() == {"a.wav": 0}
     assert (root / "catalog.duckdb.migrated").exists() and not (root / "catalog.duckdb").exists()
+
+
+def test_a_publisher_killed_before_its_views_is_repaired_by_the_rerun(tmp_path: Path):
+    """Publishing is one lake transaction; the version's time-travel views come in a second one. A crash in
+    between leaves a complete version without views: publishing the same shards again makes them."""
+    cat = Catalog(tmp_path, "ds")
+    meta = ShardMeta(stage="test", stage_version="1", inputs=[])
+    cat.write_shard("k1", {"captions": to_table(Caption, [_caption(1)])}, meta, None)
+    assert cat.publish({"captions": ["k1"]}, None) == ("v0001", True)
+
+    def crash_state(con):  # what a kill -9 right after the publish commit leaves
+        for (table,) in con.execute(
+            "SELECT view_name FROM duckdb_views() WHERE database_name = 'lake' AND schema_name = 'v0001'"
+        ).fetchall():
+            con.execute(f"DROP VIEW v0001.{table}")
+        con.execute("DELETE FROM version_snapshots")
+
+    cat._transaction(crash_state)
+    with pytest.raises(duckdb.CatalogException):
+        cat.query("SELECT count(*) FROM v0001.captions")
+    assert cat.publish({"captions": ["k1"]}, None) == ("v0001", False)  # the re-run: nothing new, views repaired
+    assert cat.query("SELECT count(*) FROM v0001.captions")[0][0] == 1
+    assert cat.version_snapshot("v0001") is not None

@@ -299,3 +299,24 @@ def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_a
         "The recording is clean.",
         "The recording has little echo.",
     }
+
+
+def test_item_types_of_a_shard_run_in_parallel_only_on_a_multi_slot_endpoint():
+    from earmark.flows.synthesize import item_waits
+
+    items = ["captions", "qa", "entailment", "instructions"]
+    # embedded single-slot servers: one after another (the server keeps the previous prompt's KV cache)
+    assert item_waits(items, parallel=False) == {
+        "captions": [],
+        "qa": ["captions"],
+        "entailment": ["qa"],
+        "instructions": ["entailment"],
+    }
+    # an endpoint with several slots: at once, entailment after the captions that are its premises
+    assert item_waits(items, parallel=True) == {
+        "captions": [],
+        "qa": [],
+        "entailment": ["captions"],
+        "instructions": [],
+    }
+    assert item_waits(["qa", "entailment"], parallel=True) == {"qa": [], "entailment": []}
