@@ -4,9 +4,9 @@
 
 Generates N 10 s clips (seeded noise, tones and pulses; 16 kHz PCM), then for each task runner and worker
 count builds a fresh dataset through ingest + the embedded `levels` and `acoustics` experts (no LLM), with the
-real flows, catalog (DuckLake on SQLite) and Prefect (the ephemeral local server, started once, before the
-timed part). Timed: the ingest and analyze sub-flows, after the runner is up (a Dask cluster's start-up is
-excluded). Inside: Σ seconds inside the stage functions, as each shard task measured it (`ShardRef.seconds`).
+real flows, catalog (DuckLake on SQLite) and a real Prefect server on loopback (started once, before the
+timed part; Dask workers report to it). Timed: the ingest and analyze sub-flows, after the runner is up (a
+Dask cluster's start-up and its workers' first import of the stage code are excluded). Inside: Σ seconds inside the stage functions, as each shard task measured it (`ShardRef.seconds`).
 
     overhead = (workers × wall − Σ inside) / (workers × wall)
 
@@ -18,11 +18,16 @@ a dependency. With 1 worker this is (wall − Σ inside) / wall. Prints a markdo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
+import signal
+import socket
+import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -50,12 +55,48 @@ def make_clips(out: Path, n: int, seconds: float = 10.0, seed: int = 0) -> list[
     return paths
 
 
-def run_once(inputs: Path, root: Path, runner: str, workers: int) -> dict[str, float]:
+def _warm_up() -> None:
+    import earmark.flows.common  # noqa: F401  (Prefect's engine, the catalog)
+    import earmark.stages.analyze  # noqa: F401
+    import earmark.stages.ingest  # noqa: F401
+
+
+@contextlib.contextmanager
+def prefect_server(home: Path):
+    """A real Prefect server on loopback for the whole benchmark (its start-up is not timed); Dask worker
+    processes inherit PREFECT_API_URL, so they report to it instead of each starting an ephemeral one."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}/api"
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"{url}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(1)
+        os.environ["PREFECT_API_URL"] = url
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(30)
+
+
+def run_once(inputs: Path, root: Path, runner: str, workers: int, files_per_shard: int) -> dict[str, float]:
     from prefect import flow
 
     from earmark.config import load_config
     from earmark.flows.analyze import analyze_flow
-    from earmark.flows.common import flow_options, open_catalog, shared_runner
+    from earmark.flows.common import flow_options, open_catalog, shared_runner, subflows_without_heartbeats
     from earmark.flows.ingest import ingest_flow
 
     if root.exists():
@@ -70,6 +111,7 @@ def run_once(inputs: Path, root: Path, runner: str, workers: int) -> dict[str, f
             "run.task_runner": runner,
             "run.max_workers": workers,
             "run.dask_workers": workers,
+            "ingest.files_per_shard": files_per_shard,
         },
     )
 
@@ -77,15 +119,22 @@ def run_once(inputs: Path, root: Path, runner: str, workers: int) -> dict[str, f
     def bench() -> dict[str, float]:
         cat = open_catalog(cfg)
         run_id = cat.start_run("overhead-benchmark", {})
-        with shared_runner(cfg) as task_runner:
+        with subflows_without_heartbeats(), shared_runner(cfg) as task_runner:
+            if runner == "dask":  # cluster start-up, excluded: every worker imports the stage code once
+                from distributed import Client
+
+                with Client(task_runner.address) as client:
+                    client.run(_warm_up)
             t0 = time.perf_counter()
             ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", task_runner))(cfg, run_id)
             experts = analyze_flow.with_options(**flow_options(cfg, "analyze", task_runner))(cfg, ingest.refs, run_id)
             wall = time.perf_counter() - t0
         refs = [*ingest.refs, *(r for res in experts.values() for r in res.refs)]
         inside = sum(r.seconds for r in refs)
+        per_stage = {"ingest": sum(r.seconds for r in ingest.refs)}
+        per_stage.update({name: sum(r.seconds for r in res.refs) for name, res in experts.items()})
         clips = cat.query("SELECT count(*) FROM shards WHERE table_name = 'clips'")[0][0]
-        return {"wall": wall, "inside": inside, "tasks": len(refs), "clip_shards": clips}
+        return {"wall": wall, "inside": inside, "tasks": len(refs), "clip_shards": clips, "per_stage": per_stage}
 
     return bench()
 
@@ -95,6 +144,7 @@ def main() -> int:
     ap.add_argument("--clips", type=int, default=1000)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--runners", nargs="+", default=["threads", "dask"], choices=["threads", "dask"])
+    ap.add_argument("--files-per-shard", type=int, nargs="+", default=[64], help="ingest shard sizes to try")
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/earmark-overhead"))
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -102,20 +152,33 @@ def main() -> int:
     make_clips(args.work_dir / "input", args.clips)
     print(f"{args.clips} clips of 10 s ready in {time.perf_counter() - t:.0f} s", file=sys.stderr)
     rows = []
-    for workers in args.workers:
-        for runner in args.runners:
-            r = run_once(args.work_dir / "input", args.work_dir / f"data-{runner}-{workers}", runner, workers)
-            overhead = (workers * r["wall"] - r["inside"]) / (workers * r["wall"])
-            rows.append((runner, workers, r, overhead))
-            print(f"{runner} × {workers}: {r}", file=sys.stderr)
+    server = prefect_server(args.work_dir / "prefect-home")
+    server.__enter__()
+    for fps in args.files_per_shard:
+        for workers in args.workers:
+            for runner in args.runners:
+                root = args.work_dir / f"data-{runner}-{workers}-{fps}"
+                r = run_once(args.work_dir / "input", root, runner, workers, fps)
+                overhead = (workers * r["wall"] - r["inside"]) / (workers * r["wall"])
+                rows.append((runner, workers, fps, r, overhead))
+                print(f"{runner} × {workers}, {fps} files/shard: {r}", file=sys.stderr)
+    server.__exit__(None, None, None)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"{args.clips} clips × 10 s; ingest + levels + acoustics\n"
     )
-    print("| runner | workers | shard tasks | wall (s) | Σ inside stage functions (s) | overhead |")
-    print("|---|---|---|---|---|---|")
-    for runner, workers, r, overhead in rows:
-        print(f"| {runner} | {workers} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | {100 * overhead:.1f} % |")
+    stages = list(rows[0][3]["per_stage"]) if rows else []
+    print(
+        "| runner | workers | files / shard | shard tasks | wall (s) | Σ inside stage functions (s) | overhead | "
+        + " | ".join(f"inside {s} (s)" for s in stages)
+        + " |"
+    )
+    print("|---" * (7 + len(stages)) + "|")
+    for runner, workers, fps, r, overhead in rows:
+        print(
+            f"| {runner} | {workers} | {fps} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
+            f"{100 * overhead:.1f} % | " + " | ".join(f"{r['per_stage'][s]:.1f}" for s in stages) + " |"
+        )
     return 0
 
 

@@ -239,7 +239,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         return 0
     from earmark.stages.review import export_sheet
 
-    cat = open_catalog(cfg)
+    cat = open_catalog(cfg, create=False)
     version = args.version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
@@ -264,7 +264,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
-    cat = open_catalog(cfg)
+    cat = open_catalog(cfg, create=False)
     if args.print_init:
         print(cat.init_sql(), end="")
         return 0

@@ -23,6 +23,7 @@ from earmark.flows.common import (
     run_summary,
     run_tags,
     shared_runner,
+    subflows_without_heartbeats,
 )
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
@@ -62,6 +63,7 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     upstream: list[Any] = []  # each stage's returned result: Prefect draws the run graph's edges from them
     runners = ExitStack()  # a dask run's local cluster lives as long as the build
     try:
+        runners.enter_context(subflows_without_heartbeats())
         runner = runners.enter_context(shared_runner(cfg))
         t = time.perf_counter()
         ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)

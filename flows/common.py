@@ -74,10 +74,14 @@ def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
 def _keep_thread_settings() -> None:
     """Local Dask workers start with the flow process's math-library thread settings. Dask's default caps
     them at 1 (OMP/MKL/OpenBLAS_NUM_THREADS), and Whisper's and the domain probe's outputs depend on the
-    thread count (float reduction order): the same shard would differ between runners."""
+    thread count (float reduction order): the same shard would differ between runners. Dask's default
+    MALLOC_TRIM_THRESHOLD_ (64 KiB) is dropped too: it made every stage function ~2× slower in the workers
+    (audio arrays are allocated and freed by the megabyte; measured, benchmarks/orchestration_overhead.py)."""
     import dask
+    import distributed  # noqa: F401  (registers its config defaults, which are changed here)
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
+    environ.pop("MALLOC_TRIM_THRESHOLD_", None)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         if var in os.environ:
             environ[var] = os.environ[var]
@@ -98,6 +102,17 @@ def task_runner(cfg: Config, address: str | None = None) -> TaskRunner:
         return DaskTaskRunner(cluster_kwargs=dask_cluster_kwargs(cfg))
     workers = 1 if cfg.run.task_runner == "sequential" else cfg.run.max_workers
     return ThreadPoolTaskRunner(max_workers=workers)
+
+
+@contextmanager
+def subflows_without_heartbeats() -> Iterator[None]:
+    """Sub-flows started inside send no heartbeats of their own. Prefect 3.8.8 ends every flow run by joining
+    its heartbeat thread, which sleeps in 1 s steps: each sub-flow took ~1.1 s longer than its work (measured,
+    benchmarks/orchestration_overhead.py). The parent run's heartbeats still report the process alive."""
+    from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
 
 
 @contextmanager

@@ -25,7 +25,14 @@ from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import artifact_key, flow_options, open_catalog, run_tags, shared_runner
+from earmark.flows.common import (
+    artifact_key,
+    flow_options,
+    open_catalog,
+    run_tags,
+    shared_runner,
+    subflows_without_heartbeats,
+)
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.synthesize import synthesize_flow
@@ -58,6 +65,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     stats: dict[str, Any] = {"stage": stage, "items": items, "base": base, "timings_s": {}, "shards": {}}
     status = "failed"
     try:
+        runners.enter_context(subflows_without_heartbeats())
         runner = runners.enter_context(shared_runner(cfg))
         experts = g.experts
         t = time.perf_counter()

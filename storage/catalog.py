@@ -56,6 +56,10 @@ _BOOKKEEPING = {
 _SCHEMA_READY: set[LakeLocation] = set()
 
 
+class DatasetNotFoundError(FileNotFoundError):
+    """A reading command named a dataset that does not exist (reading never creates one)."""
+
+
 class LegacyCatalogError(RuntimeError):
     """A dataset built before the DuckLake catalog: it must be migrated first."""
 
@@ -95,11 +99,24 @@ class Catalog:
         postgres: str | None = None,
         data_path: str | None = None,
         busy_timeout_s: float = 120.0,
+        create: bool = True,
         _migrating: bool = False,
     ):
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", dataset):
-            raise ValueError(f"dataset name {dataset!r}: use letters, digits, '_', '-', '.' only")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", dataset):
+            raise ValueError(
+                f"dataset name {dataset!r}: use 1-64 letters, digits, '_', '-', '.', starting with a letter or digit"
+            )
         self.root = Path(data_root).resolve() / dataset
+        if (
+            not create
+            and not postgres
+            and not any((self.root / name).exists() for name in ("catalog.sqlite", "catalog.duckdb"))
+        ):
+            existing = sorted(p.name for p in Path(data_root).resolve().glob("*") if (p / "catalog.sqlite").exists())
+            raise DatasetNotFoundError(
+                f"dataset {dataset!r} not found under {Path(data_root).resolve()}; "
+                f"existing datasets: {', '.join(existing) or 'none'} (build one with `earmark build … -d {dataset}`)"
+            )
         self.dataset = dataset
         self.location = LakeLocation.for_dataset(self.root, dataset, postgres, data_path)
         self.busy_timeout_s = busy_timeout_s
@@ -431,6 +448,9 @@ def _version_shards(query: Any, version: str) -> dict[str, list[str]]:
     return out
 
 
-def open_catalog(cfg: Config) -> Catalog:
-    """The catalog of the configured dataset (`[catalog]` decides SQLite or PostgreSQL)."""
-    return Catalog(cfg.data_root, cfg.dataset, postgres=cfg.catalog.postgres, data_path=cfg.catalog.data_path)
+def open_catalog(cfg: Config, create: bool = True) -> Catalog:
+    """The catalog of the configured dataset (`[catalog]` decides SQLite or PostgreSQL); `create=False` for
+    commands that only read: an unknown dataset is an error listing the existing ones."""
+    return Catalog(
+        cfg.data_root, cfg.dataset, postgres=cfg.catalog.postgres, data_path=cfg.catalog.data_path, create=create
+    )

@@ -195,3 +195,20 @@ def test_a_publisher_killed_before_its_views_is_repaired_by_the_rerun(tmp_path: 
     assert cat.publish({"captions": ["k1"]}, None) == ("v0001", False)  # the re-run: nothing new, views repaired
     assert cat.query("SELECT count(*) FROM v0001.captions")[0][0] == 1
     assert cat.version_snapshot("v0001") is not None
+
+
+@pytest.mark.parametrize("name", [".", "..", "-rf", "a/b", "x" * 65, ""])
+def test_dataset_names_that_could_escape_or_confuse_are_refused(tmp_path: Path, name: str):
+    with pytest.raises(ValueError, match="dataset name"):
+        Catalog(tmp_path, name)
+
+
+def test_reading_an_unknown_dataset_creates_nothing_and_lists_the_existing_ones(tmp_path: Path):
+    from earmark.cli import main
+    from earmark.storage.catalog import DatasetNotFoundError
+
+    Catalog(tmp_path, "real")
+    with pytest.raises(DatasetNotFoundError, match="existing datasets: real"):
+        Catalog(tmp_path, "typo", create=False)
+    assert main(["sql", "--data-root", str(tmp_path), "-d", "typo", "SELECT 1"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["real"]
