@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -182,3 +183,39 @@ def test_postgres_catalog_many_writers(tmp_path: Path, postgres: str):
         assert cat.location.metadata.startswith("postgres:") and cat.location.metadata_schema == f"earmark_{ds}"
         _check(cat)
     assert not (tmp_path / "alpha" / "catalog.sqlite").exists()  # nothing went to a local SQLite catalog
+
+
+def test_real_builds_write_concurrently_into_postgres(tmp_path: Path, postgres: str):
+    """Two builds of different datasets (threads) and a third whose shards are written by 2 Dask worker
+    processes, all at once, all committing into one PostgreSQL: every clip of every dataset arrives once."""
+    from earmark.corpus import generate_corpus
+
+    corpus = generate_corpus(tmp_path / "in", per_domain=1, seed=3, hostile=False)
+    runs = {"alpha": "threads", "beta": "threads", "gamma": "dask"}
+    env = {**os.environ, "EARMARK_CATALOG__POSTGRES": postgres, "EARMARK_INGEST__FILES_PER_SHARD": "2"}
+    env.pop("PREFECT_API_URL", None)  # each build its own ephemeral Prefect server
+    cli = [str(Path(sys.executable).with_name("earmark")), "build", str(tmp_path / "in"), "--data-root", str(tmp_path)]
+    procs = {
+        ds: subprocess.Popen(
+            [*cli, "-d", ds, "--until", "analyze", "--experts", "levels"],
+            env={**env, "EARMARK_RUN__TASK_RUNNER": runner, "EARMARK_RUN__DASK_WORKERS": "2"},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for ds, runner in runs.items()
+    }
+    for ds, p in procs.items():
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, f"build {ds} failed: {err[-3000:]}"
+    clips = {}
+    for ds in runs:
+        cat = Catalog(tmp_path, ds, postgres=postgres)
+        assert cat.versions() == ["v0001"]
+        shards = cat.query("SELECT count(*), count(DISTINCT (key, table_name)) FROM shards")[0]
+        assert shards[0] == shards[1] >= 3 * len(corpus) // 2  # clips + quarantine + levels per shard, once each
+        n, distinct = cat.query("SELECT count(*), count(DISTINCT clip_id) FROM clips")[0]
+        assert n == distinct >= len(corpus)  # a file longer than 10 s gives two clips
+        assert cat.query("SELECT count(*) FROM v0001.levels")[0][0] == n
+        clips[ds] = sorted(r[0] for r in cat.query("SELECT clip_id FROM clips"))
+    assert clips["alpha"] == clips["beta"] == clips["gamma"]  # the same corpus, whichever runner wrote it
