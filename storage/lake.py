@@ -15,6 +15,7 @@ process can deadlock on the SQLite catalog.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import random
@@ -89,8 +90,10 @@ class LakeLocation:
     ) -> LakeLocation:
         data = data_path.rstrip("/") + f"/{dataset}/" if data_path else str(root / "lake") + "/"
         if postgres:
-            schema = "earmark_" + "".join(c if c.isalnum() else "_" for c in dataset.lower())
-            return cls(metadata=f"postgres:{postgres}", data_path=data, metadata_schema=schema)
+            safe = "".join(c if c.isalnum() else "_" for c in dataset.lower())
+            if safe != dataset:  # `a-b`, `a_b` and `A_b` must not share a schema (and so their versions)
+                safe += "_" + hashlib.sha1(dataset.encode()).hexdigest()[:8]
+            return cls(metadata=f"postgres:{postgres}", data_path=data, metadata_schema=f"earmark_{safe}")
         return cls(metadata=f"sqlite:{root / 'catalog.sqlite'}", data_path=data)
 
     @property

@@ -212,3 +212,11 @@ def test_reading_an_unknown_dataset_creates_nothing_and_lists_the_existing_ones(
         Catalog(tmp_path, "typo", create=False)
     assert main(["sql", "--data-root", str(tmp_path), "-d", "typo", "SELECT 1"]) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["real"]
+
+
+def test_every_dataset_gets_its_own_postgres_metadata_schema():
+    from earmark.storage.lake import LakeLocation
+
+    names = ["alpha", "a-b", "a_b", "A_b", "a.b"]
+    schemas = {LakeLocation.for_dataset(Path("/data") / n, n, postgres="dbname=earmark").metadata_schema for n in names}
+    assert len(schemas) == len(names) and "earmark_alpha" in schemas
