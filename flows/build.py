@@ -23,6 +23,7 @@ from earmark.flows.common import (
     run_summary,
     run_tags,
     shared_runner,
+    stage_tag,
     subflows_without_heartbeats,
 )
 from earmark.flows.filter import filter_flow
@@ -66,14 +67,16 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
         runners.enter_context(subflows_without_heartbeats())
         runner = runners.enter_context(shared_runner(cfg))
         t = time.perf_counter()
-        ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
+        with stage_tag("ingest"):
+            ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
         timings["ingest"] = time.perf_counter() - t
         shards["ingest"] = _count(ingest)
         upstream.append(ingest)
         tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
         if stop >= 1:
             t = time.perf_counter()
-            experts = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, ingest.refs, run_id)
+            with stage_tag("analyze"):
+                experts = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, ingest.refs, run_id)
             timings["analyze"] = time.perf_counter() - t
             upstream.append(experts)
             for name, res in experts.items():
@@ -81,9 +84,10 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
                 tables[name] = res.keys(name)
         if stop >= 2:
             t = time.perf_counter()
-            synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
-                cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
-            )
+            with stage_tag("synthesize"):
+                synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
+                    cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
+                )
             timings["synthesize"] = time.perf_counter() - t
             upstream.append(synth)
             for name, res in synth["results"].items():
@@ -99,9 +103,10 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
                 {i: synth["results"][i].refs for i in cfg.synthesize.items},
             )
             # `inputs` is new data (shard keys), so Prefect would draw no edge into filter: name its upstream runs
-            qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
-                cfg, inputs, run_id, wait_for=list(upstream)
-            )
+            with stage_tag("filter"):
+                qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
+                    cfg, inputs, run_id, wait_for=list(upstream)
+                )
             timings["filter"] = time.perf_counter() - t
             upstream.append(qc)
             shards["filter"] = _count(qc)
@@ -111,9 +116,10 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             review_flow(cfg, tables, run_id)
             timings["review"] = time.perf_counter() - t
             t = time.perf_counter()
-        published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
-            cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}", wait_for=upstream
-        )
+        with stage_tag("publish"):
+            published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
+                cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}", wait_for=upstream
+            )
         timings["publish"] = time.perf_counter() - t
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
         status = "ok"

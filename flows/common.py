@@ -61,6 +61,11 @@ def name_flow_run(name: str) -> None:
             client.update_flow_run(flow_run.id, name=name)
 
 
+def stage_tag(stage: str) -> Any:
+    """Tag the flow and task runs started inside with their stage (`stage:analyze`), beside dataset/profile."""
+    return tags(f"stage:{stage}")
+
+
 def run_tags(cfg: Config, *extra: str) -> Any:
     """Tags on every flow and task run started inside (dataset, profile, and e.g. the command)."""
     return tags(f"dataset:{cfg.dataset}", f"profile:{cfg.analyze.profile}", *extra)

@@ -31,6 +31,7 @@ from earmark.flows.common import (
     open_catalog,
     run_tags,
     shared_runner,
+    stage_tag,
     subflows_without_heartbeats,
 )
 from earmark.flows.filter import filter_flow
@@ -70,7 +71,8 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         experts = g.experts
         t = time.perf_counter()
         if stage == "analyze":
-            got = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, g.clip_refs, run_id)
+            with stage_tag("analyze"):
+                got = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, g.clip_refs, run_id)
             experts = {name: res.refs for name, res in got.items()}
             stats["shards"].update(
                 {f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()}
@@ -82,9 +84,10 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
             t = time.perf_counter()
             kept = {k: v for k, v in g.items.items() if k not in items} if stage == "synthesize" else {}
             scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
-            synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
-                scfg, g.clip_refs, experts, run_id, kept
-            )
+            with stage_tag("synthesize"):
+                synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
+                    scfg, g.clip_refs, experts, run_id, kept
+                )
             for name, res in synth["results"].items():
                 stats["shards"][f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
             evidence_keys = synth["results"]["evidence"].keys("evidence")
@@ -92,9 +95,10 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
             stats["llm"] = synth["llm"]
             stats["timings_s"]["synthesize"] = round(time.perf_counter() - t, 2)
         t = time.perf_counter()
-        qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
-            cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
-        )
+        with stage_tag("filter"):
+            qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
+                cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
+            )
         stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
         stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
 

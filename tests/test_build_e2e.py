@@ -212,6 +212,9 @@ def test_the_prefect_runs_name_and_tag_the_dataset_and_artifacts_are_scoped_by_i
     assert set(wanted) <= {r.name for r in runs}
     build_runs = [r for r in runs if r.name == "build · e2e"]
     assert build_runs and all({"dataset:e2e", "profile:embedded", "build"} <= set(r.tags) for r in build_runs)
+    for stage in ("ingest", "analyze", "synthesize", "filter"):  # each stage's run also carries its stage
+        stage_runs = [r for r in runs if r.name == f"{stage} · e2e"]
+        assert any({f"stage:{stage}", "dataset:e2e"} <= set(r.tags) for r in stage_runs), stage
     assert {"e2e-qc-summary", "e2e-dataset-card"} <= {a["key"] for a in found}
     assert unscoped == []  # no global keys shared by every dataset
     by_key: dict[str, list[dict]] = {}
