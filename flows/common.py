@@ -29,12 +29,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from earmark.config import Config
 from earmark.stages.base import ShardJob, run_job
-from earmark.storage import Catalog, ShardRef
-from earmark.storage import open_catalog as storage_open_catalog
-
-
-def open_catalog(cfg: Config) -> Catalog:
-    return storage_open_catalog(cfg)
+from earmark.storage import Catalog, ShardRef, open_catalog
 
 
 def artifact_key(cfg: Config, name: str) -> str:

@@ -132,9 +132,6 @@ class Catalog:
             self._transaction(self._create_schema)
             _SCHEMA_READY.add(self.location)
 
-    def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__  # nothing but paths: the connection lives in lake.py, per process
-
     # ------------------------------------------------------------------------------------ connection
     def _transaction(self, fn: Any) -> Any:
         return lake.transaction(self.location, fn, self.busy_timeout_s)
