@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -44,6 +45,10 @@ from earmark.commands import (  # noqa: E402
     cmd_worker,
 )
 from earmark.config import ConfigError  # noqa: E402
+from earmark.interrupts import EXIT_INTERRUPTED, interruptible  # noqa: E402
+
+# long-running commands: Ctrl-C / SIGTERM stop them within seconds, resumable (earmark.interrupts)
+INTERRUPTIBLE = (cmd_build, cmd_demo, cmd_rerun, cmd_evaluate, cmd_review, cmd_migrate)
 
 
 def _common(p: argparse.ArgumentParser, dataset_default: str | None = "default") -> None:
@@ -181,6 +186,11 @@ def parser() -> argparse.ArgumentParser:
         "model if one is given, else string rules only; llm = that endpoint or the embedded model; off",
     )
     _llm_args(e)
+    e.add_argument(
+        "--strict",
+        action="store_true",
+        help="fail on any malformed prediction line (default: skip it; the report lists file, line and reason)",
+    )
     e.add_argument("--device", help="cpu (default) or cuda, for date/fense")
     e.add_argument(
         "--sbert",
@@ -217,6 +227,7 @@ def parser() -> argparse.ArgumentParser:
     )
     m.add_argument("--subtask", help="what a single file predicts: a caption field, a QA category, or qa")
     m.add_argument("--metric", default="date", help="date, fense, bleu (comma-separated; default date)")
+    m.add_argument("--strict", action="store_true", help="fail on any malformed prediction line (default: skip it)")
     m.add_argument("--sbert", help="sentence-embedding model (see `evaluate --help`)")
     m.add_argument("--error-checker", default="auto", help="auto, off, or a FENSE checkpoint path")
     m.add_argument("--device", help="cpu (default) or cuda")
@@ -312,10 +323,21 @@ def main(argv: list[str] | None = None) -> int:
     from earmark.llm import LLMEndpointError, LLMServerError, ModelNotAvailable
     from earmark.storage import LegacyCatalogError
     from earmark.storage.lake import LakeSetupError
+    from earmark.storage.lease import DatasetBusyError
 
     args = parser().parse_args(argv)
+    words = ["earmark", *(sys.argv[1:] if argv is None else argv)]
     try:
+        if args.fn in INTERRUPTIBLE:
+            with interruptible(" ".join(shlex.quote(w) for w in words)):
+                return args.fn(args)
         return args.fn(args)
+    except KeyboardInterrupt:
+        print("earmark: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except DatasetBusyError as exc:
+        print(f"earmark: error: {exc}", file=sys.stderr)
+        return 4
     except (ConfigError, FileNotFoundError, ValueError, ModelNotAvailable, LegacyCatalogError, LakeSetupError) as exc:
         print(f"earmark: error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import duckdb
+
 from earmark.config import Config, load_config
 
 
@@ -180,6 +182,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         judge=args.judge,
         sbert=args.sbert,
         error_checker=args.error_checker,
+        strict=args.strict,
     )
     print(out["markdown"])
     print(f"report: {out['report']}; per-sample scores: table `scores`, eval_id {out['eval_id']}")
@@ -192,13 +195,25 @@ def cmd_mecat_score(args: argparse.Namespace) -> int:
     from earmark.metrics.mecat_eval import evaluate_mecat, wheel_reference_root, write_details
     from earmark.metrics.refcache import ReferenceCache
     from earmark.metrics.similarity import load_sbert, resolve_sbert
-    from earmark.stages.evaluate import MECAT_SUBTASKS, load_predictions, parse_metrics, prediction_files
+    from earmark.stages.evaluate import (
+        MECAT_SUBTASKS,
+        load_predictions,
+        malformed_message,
+        parse_metrics,
+        prediction_files,
+        prediction_problems,
+    )
 
     metrics = parse_metrics(args.metric)
     if metrics == ["similarity"]:
         raise ValueError("mecat-score needs MECAT metrics: --metric date, fense, bleu (comma-separated)")
     root = wheel_reference_root() if args.references == "mecat-test" else Path(args.references)
     files = prediction_files(args.predictions, args.subtask, MECAT_SUBTASKS)
+    problems = prediction_problems(list(files.values()))
+    if problems:
+        if args.strict:
+            raise ValueError(malformed_message(problems))
+        print(f"warning: {malformed_message(problems)}\n(skipped; --strict makes them an error)", file=sys.stderr)
     preds = {sub: load_predictions(p) for sub, p in files.items()}
     sbert, notes = None, []
     if {"date", "fense"} & set(metrics):
@@ -273,11 +288,29 @@ def cmd_sql(args: argparse.Namespace) -> int:
             "earmark sql: give a query, e.g. earmark sql -d demo 'FROM captions LIMIT 5' (or --print-init)"
         )
     cat.refresh_views()  # views of a version whose publisher died before making them
-    cols, rows = cat.cursor_query(args.query)
+    try:
+        cols, rows = cat.cursor_query(args.query)
+    except duckdb.Error as exc:
+        raise ValueError(sql_error(exc, cfg.dataset)) from None
     print(" | ".join(cols))
     for row in rows:
         print(" | ".join("" if v is None else str(v) for v in row))
     return 0
+
+
+def sql_error(exc: Exception, dataset: str) -> str:
+    """A DuckDB error as one line: its kind and message, where in the query, and what the lake has."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    message = lines[0] if lines else type(exc).__name__
+    where = next((line for line in lines[1:] if line.startswith("LINE ")), "")
+    message += "".join(f" {line}" for line in lines[1:] if line.startswith(("Did you mean", "Candidate")))
+    hint = ""
+    if isinstance(exc, (duckdb.CatalogException, duckdb.BinderException)):
+        hint = (
+            f" (tables: earmark sql -d {dataset} 'SHOW TABLES'; columns: "
+            f"earmark sql -d {dataset} 'DESCRIBE captions'; versions: FROM versions)"
+        )
+    return f"SQL: {message}{' at ' + where if where else ''}{hint}"
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -157,6 +157,11 @@ class RunSection(Section):
     dask_address: str | None = None
     dask_workers: int = Field(2, ge=1, le=256)
     gpus: int = Field(1, ge=1, le=1024)
+    # One writer per dataset (the lease row in its catalog): a holder silent for lease_stale_s is presumed dead;
+    # lease_wait_s > 0 waits that long for a busy dataset instead of refusing at once.
+    lease_stale_s: float = Field(120.0, ge=5.0)
+    lease_heartbeat_s: float = Field(20.0, ge=0.5)
+    lease_wait_s: float = Field(0.0, ge=0.0)
 
 
 class Config(BaseSettings):

@@ -25,6 +25,7 @@ from earmark.flows.common import (
     shared_runner,
     stage_tag,
     subflows_without_heartbeats,
+    write_lease,
 )
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
@@ -32,6 +33,7 @@ from earmark.flows.publish import publish_flow
 from earmark.flows.review import review_flow
 from earmark.flows.synthesize import synthesize_flow
 from earmark.stages.rerun import filter_inputs
+from earmark.storage import Catalog
 from earmark.storage.shards import remove_stale_temp_files
 
 STAGES = ("ingest", "analyze", "synthesize", "filter", "publish")
@@ -54,8 +56,17 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             "use --until analyze with a subset of experts, or drop --experts"
         )
     cat = open_catalog(cfg)
+    run_id = cat.new_run_id()
+    lease = write_lease(cfg, cat, run_id, "build").acquire()  # one writer per dataset: refuses if another holds it
+    try:
+        return _build(cfg, cat, run_id, until, stop)
+    finally:
+        lease.release()
+
+
+def _build(cfg: Config, cat: Catalog, run_id: str, until: str, stop: int) -> dict[str, Any]:
     remove_stale_temp_files(cat.root)
-    run_id = cat.start_run("build", {**cfg.model_dump(mode="json"), "until": until})
+    cat.start_run("build", {**cfg.model_dump(mode="json"), "until": until}, run_id=run_id)
     timings: dict[str, float] = {}
     shards: dict[str, dict[str, int]] = {}
     status = "failed"

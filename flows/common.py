@@ -30,6 +30,7 @@ from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from earmark.config import Config
 from earmark.stages.base import ShardJob, run_job
 from earmark.storage import Catalog, ShardRef, open_catalog
+from earmark.storage.lease import Lease
 
 
 def artifact_key(cfg: Config, name: str) -> str:
@@ -128,6 +129,19 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
     _keep_thread_settings()
     with LocalCluster(**dask_cluster_kwargs(cfg)) as cluster:
         yield task_runner(cfg, cluster.scheduler_address)
+
+
+def write_lease(cfg: Config, cat: Catalog, run_id: str | None, command: str) -> Lease:
+    """The dataset's write lease for a command (`with write_lease(...)`): build, rerun, publish and review
+    import take it; a second writer of the same dataset waits `[run] lease_wait_s`, then refuses, naming the
+    holder. `run_id` None: re-enter the lease this process's command already holds (a nested publish)."""
+    return cat.lease(
+        run_id,
+        command,
+        stale_after_s=cfg.run.lease_stale_s,
+        heartbeat_s=cfg.run.lease_heartbeat_s,
+        wait_s=cfg.run.lease_wait_s,
+    )
 
 
 @task(name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)

@@ -80,8 +80,9 @@ def evaluate_flow(
     judge: str = "auto",
     sbert: str | None = None,
     error_checker: str = "auto",
+    strict: bool = False,
 ) -> dict:
-    cat = open_catalog(cfg)
+    cat = open_catalog(cfg, create=False)
     version = version or cat.latest_version()
     if version is None or version not in cat.versions():
         raise ValueError(
@@ -113,6 +114,12 @@ def evaluate_flow(
     if predictions is None:
         raise ValueError("nothing to score: give --predictions FILE|DIR or --endpoint URL (a model to run)")
     plan = evn.plan_files(Path(predictions), subtask, metrics)
+    problems = ev.prediction_problems([*plan.text_files.values(), *plan.item_files.values()])
+    if problems:
+        if strict:
+            raise ev.PredictionError(ev.malformed_message(problems) + "\n(--strict: nothing was scored)")
+        get_run_logger().warning("%s (skipped)", ev.malformed_message(problems))
+        sections.append(f"Skipped: {ev.malformed_message(problems)}\n".replace("\n  ", "\n- "))
     eval_keys: list[str] = []
     scores: dict = {}
     cdf_metric = None

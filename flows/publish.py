@@ -13,7 +13,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
 from earmark.config import Config
-from earmark.flows.common import artifact_key, name_flow_run, open_catalog, stage_task
+from earmark.flows.common import artifact_key, name_flow_run, open_catalog, stage_task, write_lease
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import publish
 from earmark.stages.base import ShardJob
@@ -42,8 +42,9 @@ def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_i
 @flow(name="publish", log_prints=True)
 def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = None, note: str = "build") -> dict:
     cat = open_catalog(cfg)
-    shards = apply_reviews(cfg, cat, shards, run_id)
-    version, created = cat.publish(shards, run_id, note=note)
+    with write_lease(cfg, cat, run_id, "publish"):  # re-entered when the build or rerun holds it
+        shards = apply_reviews(cfg, cat, shards, run_id)
+        version, created = cat.publish(shards, run_id, note=note)
     name_flow_run(f"publish · {cfg.dataset} · {version}")
     job = ShardJob(
         publish.publish_spec(list(shards)),

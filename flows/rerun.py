@@ -33,6 +33,7 @@ from earmark.flows.common import (
     shared_runner,
     stage_tag,
     subflows_without_heartbeats,
+    write_lease,
 )
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
@@ -61,8 +62,10 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     g = version_graph(cat, base)
     if not g.clip_refs:
         raise ValueError(f"version {base} has no clips")
-    runners = ExitStack()  # a dask run's local cluster lives as long as the rerun
-    run_id = cat.start_run("rerun", {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")})
+    runners = ExitStack()  # a dask run's local cluster lives as long as the rerun; the lease is released last
+    run_id = cat.new_run_id()
+    runners.callback(write_lease(cfg, cat, run_id, "rerun").acquire().release)
+    cat.start_run("rerun", {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")}, run_id)
     stats: dict[str, Any] = {"stage": stage, "items": items, "base": base, "timings_s": {}, "shards": {}}
     status = "failed"
     try:

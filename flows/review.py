@@ -24,11 +24,13 @@ from prefect.input import RunInput
 from pydantic import BaseModel
 
 from earmark.config import Config
-from earmark.flows.common import artifact_key, open_catalog, stage_task
+from earmark.flows.common import artifact_key, open_catalog, stage_task, write_lease
 from earmark.flows.publish import publish_flow
 from earmark.stages import review
 from earmark.stages.base import ShardJob
 from earmark.stages.review import ReviewItem, read_sheet, review_items, to_decisions, write_sheet
+from earmark.storage import Catalog
+from earmark.storage.lease import held, released
 
 
 class ItemDecision(BaseModel):
@@ -107,9 +109,10 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
         decisions=[ItemDecision(item_table=i.item_table, item_id=i.item_id, text=i.text) for i in todo],
     )
     logger.info("review: %d items; resume this flow run in the Prefect UI with your decisions", len(todo))
-    answer = pause_flow_run(
-        wait_for_input=form, timeout=cfg.review.timeout_s, poll_interval=cfg.review.poll_s, key="review"
-    )
+    with released(held(cfg.dataset)):  # a review waiting hours for a person does not keep other writers out
+        answer = pause_flow_run(
+            wait_for_input=form, timeout=cfg.review.timeout_s, poll_interval=cfg.review.poll_s, key="review"
+        )
     rows = [{**d.model_dump(), "reviewer": answer.reviewer} for d in answer.decisions]
     decisions, errors = to_decisions(rows, items, reviewer=answer.reviewer or "reviewer", source="ui")
     for e in errors:
@@ -124,7 +127,12 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
 def review_import_flow(cfg: Config, sheet: Path, reviewer: str = "reviewer", version: str | None = None) -> dict:
     """Store a filled-in review sheet's decisions (about `version`, default the latest) and publish a new
     version with every stored decision applied."""
-    cat = open_catalog(cfg)
+    cat = open_catalog(cfg, create=False)
+    with write_lease(cfg, cat, cat.new_run_id(), "review import"):
+        return _import(cfg, cat, sheet, reviewer, version)
+
+
+def _import(cfg: Config, cat: Catalog, sheet: Path, reviewer: str, version: str | None) -> dict:
     version = version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,26 +45,55 @@ def _first_string(value) -> str | None:
     return None if value is None else str(value)
 
 
-def load_predictions(path: Path) -> dict[str, str]:
+def load_predictions(path: Path, strict: bool = False) -> dict[str, str]:
+    """{key: text} from a prediction file; malformed lines are skipped (`read_predictions` says which and why),
+    or with `strict` raise PredictionError."""
+    out, problems = read_predictions(path)
+    if strict and problems:
+        raise PredictionError(malformed_message(problems))
+    return out
+
+
+def malformed_message(problems: Sequence[str], limit: int = 20) -> str:
+    more = f"\n  … and {len(problems) - limit} more" if len(problems) > limit else ""
+    return f"{len(problems)} malformed prediction lines:\n  " + "\n  ".join(problems[:limit]) + more
+
+
+def prediction_problems(paths: Sequence[Path]) -> list[str]:
+    """Every malformed line of these prediction files, as `file:line: reason`."""
+    return [p for path in paths for p in read_predictions(path)[1]]
+
+
+def read_predictions(path: Path) -> tuple[dict[str, str], list[str]]:
+    """({key: text}, one `file:line: reason` per malformed line) from a .jsonl / .json / .csv / .txt file."""
     if not path.is_file():
         raise PredictionError(f"prediction file {path} does not exist")
     suffix = path.suffix.lower()
     out: dict[str, str] = {}
-    bad: list[int] = []
-    text = path.read_text(encoding="utf-8", errors="replace")
+    bad: list[str] = []
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        text = raw.decode("utf-8", errors="replace")
+        bad.append(f"{path}: not valid UTF-8 (byte {exc.start}; such bytes read as U+FFFD); save the file as UTF-8")
     if suffix == ".jsonl":
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
-                if not isinstance(obj, dict):
-                    raise ValueError
-                for k, v in obj.items():
-                    if (s := _first_string(v)) is not None:
-                        out[str(k)] = s
-            except ValueError:
-                bad.append(n)
+            except ValueError as exc:
+                bad.append(f"{path}:{n}: not valid JSON ({exc.args[0].split(':')[0]})")
+                continue
+            if not isinstance(obj, dict):
+                bad.append(f"{path}:{n}: expected a JSON object {{key: text}}, got {type(obj).__name__}")
+                continue
+            for k, v in obj.items():
+                if (s := _first_string(v)) is not None:
+                    out[str(k)] = s
+                else:
+                    bad.append(f"{path}:{n}: key {str(k)[:60]!r} has no text (null)")
     elif suffix == ".json":
         try:
             obj = json.loads(text)
@@ -72,25 +101,29 @@ def load_predictions(path: Path) -> dict[str, str]:
             raise PredictionError(f"{path}: not valid JSON ({exc}); expected one object {{key: text}}") from exc
         if not isinstance(obj, dict):
             raise PredictionError(f"{path}: expected one JSON object {{key: text}}, got {type(obj).__name__}")
-        out = {str(k): s for k, v in obj.items() if (s := _first_string(v)) is not None}
+        for k, v in obj.items():
+            if (s := _first_string(v)) is not None:
+                out[str(k)] = s
+            else:
+                bad.append(f"{path}: key {str(k)[:60]!r} has no text (null)")
     elif suffix == ".csv":
         for n, row in enumerate(csv.reader(text.splitlines()), 1):
             if len(row) == 2:
                 out[row[0]] = row[1]
             elif row:
-                bad.append(n)
+                bad.append(f"{path}:{n}: expected 2 columns (key, text), got {len(row)}; quote texts with commas")
     elif suffix == ".txt":
         for n, line in enumerate(text.splitlines(), 1):
             parts = line.strip().split("\t", 1) if "\t" in line else line.strip().split(" ", 1)
             if len(parts) == 2:
                 out[parts[0]] = parts[1]
             elif line.strip():
-                bad.append(n)
+                bad.append(f"{path}:{n}: expected 'key<TAB>text' (or 'key text'), got a key without text")
     else:
         raise PredictionError(f"{path}: unsupported prediction format {suffix!r}; use one of {', '.join(SUFFIXES)}")
     if bad and not out:
-        raise PredictionError(f"{path}: no line could be parsed (first bad line {bad[0]}); expected {{key: text}} rows")
-    return out
+        raise PredictionError(f"{path}: no line could be parsed; expected {{key: text}} rows. {bad[0]}")
+    return out, bad
 
 
 def parse_metrics(metric: str | None) -> list[str]:

@@ -38,6 +38,7 @@ from earmark.config import Config
 from earmark.schemas import TABLES, arrow_schema
 from earmark.storage import lake
 from earmark.storage.lake import LakeLocation
+from earmark.storage.lease import LEASE_COLUMNS, Lease
 from earmark.storage.shards import ShardFile, read_shard, write_shard
 
 _BOOKKEEPING = {
@@ -52,6 +53,7 @@ _BOOKKEEPING = {
     "version_snapshots": "version VARCHAR, snapshot_id BIGINT",
     "manifest": "source VARCHAR, shard INTEGER, run_id VARCHAR, added_at TIMESTAMP",
     "publish_lock": "id INTEGER, counter BIGINT",
+    "lease": LEASE_COLUMNS,
 }
 _SCHEMA_READY: set[LakeLocation] = set()
 
@@ -130,6 +132,7 @@ class Catalog:
         self._ensure_empty_shards()
         if self.location not in _SCHEMA_READY:
             self._transaction(self._create_schema)
+            self._transaction(self._create_lease_row)
             _SCHEMA_READY.add(self.location)
 
     # ------------------------------------------------------------------------------------ connection
@@ -198,6 +201,14 @@ class Catalog:
                         con.execute(f'ALTER TABLE published.{table} ADD COLUMN "{column}" {dtype}')
             if ("main", table, "view") not in have:
                 con.execute(f"CREATE VIEW main.{table} AS SELECT * EXCLUDE (_shard) FROM published.{table}")
+
+    def _create_lease_row(self, con: duckdb.DuckDBPyConnection) -> None:
+        """The lease table's one row, stored inline in the catalog database (DuckLake data inlining), so
+        heartbeats write no Parquet files. A table's options can be set only once it is committed."""
+        if con.execute("SELECT count(*) FROM main.lease").fetchone()[0]:  # type: ignore[index]
+            return
+        con.execute(f"CALL {lake.ALIAS}.set_option('data_inlining_row_limit', 10, table_name => 'lease')")
+        con.execute("INSERT INTO main.lease (id) VALUES (1)")
 
     # -------------------------------------------------------------------------------------- manifest
     def manifest(self) -> dict[str, int]:
@@ -305,9 +316,20 @@ class Catalog:
         )
         return [k for (k,) in rows]
 
+    # ----------------------------------------------------------------------------------------- lease
+    def lease(
+        self, run_id: str, command: str, *, stale_after_s: float = 120.0, heartbeat_s: float = 20.0, wait_s: float = 0.0
+    ) -> Lease:
+        """The dataset's write lease for `run_id` (not yet taken: `with cat.lease(...)` or `.acquire()`)."""
+        return Lease(self, run_id, command, stale_after_s=stale_after_s, heartbeat_s=heartbeat_s, wait_s=wait_s)
+
     # ------------------------------------------------------------------------------------------ runs
-    def start_run(self, flow: str, config: Mapping[str, Any]) -> str:
-        run_id = uuid.uuid4().hex[:12]
+    @staticmethod
+    def new_run_id() -> str:
+        return uuid.uuid4().hex[:12]
+
+    def start_run(self, flow: str, config: Mapping[str, Any], run_id: str | None = None) -> str:
+        run_id = run_id or self.new_run_id()
         row = [run_id, flow, _now(), json.dumps(dict(config), sort_keys=True, default=str)]
         self._transaction(lambda con: con.execute("INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, NULL)", row))
         return run_id

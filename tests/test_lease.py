@@ -1,0 +1,209 @@
+"""One writer per dataset (the lease row in the catalog) and interrupts that stop a build within seconds.
+
+Real processes: racing writers are separate Python processes on one SQLite catalog; the refused and the
+interrupted builds are the real `earmark` command line."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from earmark.storage import Catalog
+from earmark.storage.lease import DatasetBusyError, _now, held, released
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "EARMARK_LLM__N_THREADS": "1", **extra}
+
+
+def _set_holder(cat: Catalog, run_id: str, host: str, pid: int, beat_age_s: float) -> None:
+    beat = _now() - timedelta(seconds=beat_age_s)
+    cat._transaction(
+        lambda con: con.execute(
+            "UPDATE main.lease SET run_id = ?, command = 'build', host = ?, pid = ?, acquired_at = ?, "
+            "heartbeat_at = ? WHERE id = 1",
+            [run_id, host, pid, beat, beat],
+        )
+    )
+
+
+def test_a_second_writer_is_refused_naming_the_holder_then_takes_over_when_it_is_gone(tmp_path):
+    cat = Catalog(tmp_path, "ds")
+    cat.start_run("build", {}, run_id="run-a")
+    _set_holder(cat, "run-a", "node-7", 4242, beat_age_s=1.0)  # a live holder on another node
+    with pytest.raises(DatasetBusyError) as err:
+        cat.lease("run-b", "build", stale_after_s=30, heartbeat_s=5).acquire()
+    assert "run run-a" in str(err.value) and "host node-7" in str(err.value) and "pid 4242" in str(err.value)
+    assert "lease_stale_s" in str(err.value)
+
+    _set_holder(cat, "run-a", "node-7", 4242, beat_age_s=31.0)  # node-7 went silent: stale
+    lease = cat.lease("run-b", "build", stale_after_s=30, heartbeat_s=5).acquire()
+    try:
+        assert lease.took_over is not None and lease.took_over.run_id == "run-a"
+        assert cat.query("SELECT status FROM runs WHERE run_id = 'run-a'") == [("interrupted",)]
+        assert cat.query("SELECT run_id FROM lease") == [("run-b",)]
+    finally:
+        lease.release()
+    assert cat.query("SELECT run_id FROM lease") == [(None,)]
+    # the lease row lives inline in the catalog database: no Parquet file per heartbeat
+    assert not [p for p in (tmp_path / "ds" / "lake").rglob("*.parquet") if "lease" in str(p)]
+
+
+def test_a_holder_killed_on_this_host_is_recognised_at_once(tmp_path):
+    Catalog(tmp_path, "ds")
+    code = textwrap.dedent(f"""
+        import sys, time
+        from earmark.storage import Catalog
+        cat = Catalog({str(tmp_path)!r}, "ds")
+        cat.lease("doomed", "build", stale_after_s=3600, heartbeat_s=60).acquire()
+        print("held", flush=True)
+        time.sleep(600)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", code], env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        cat = Catalog(tmp_path, "ds")
+        with pytest.raises(DatasetBusyError, match="run doomed"):
+            cat.lease("next", "build", stale_after_s=3600, heartbeat_s=60).acquire()
+        proc.kill()  # kill -9: no release, no last heartbeat
+        proc.wait()
+        lease = cat.lease("next", "build", stale_after_s=3600, heartbeat_s=60).acquire()  # no hour-long wait
+        assert lease.took_over is not None and lease.took_over.run_id == "doomed"
+        lease.release()
+    finally:
+        proc.kill()
+
+
+def test_racing_processes_exactly_one_takes_the_lease(tmp_path):
+    Catalog(tmp_path, "ds")
+    start = time.time() + 3.0
+    code = textwrap.dedent(f"""
+        import sys, time
+        from earmark.storage import Catalog
+        from earmark.storage.lease import DatasetBusyError
+        cat = Catalog({str(tmp_path)!r}, "ds")
+        time.sleep(max(0.0, {start} - time.time()))
+        try:
+            lease = cat.lease(sys.argv[1], "build", stale_after_s=60, heartbeat_s=1).acquire()
+        except DatasetBusyError as exc:
+            print("busy", exc, flush=True)
+        else:
+            print("took", flush=True)
+            time.sleep(4)
+            lease.release()
+    """)
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, f"racer-{i}"], env=_env(), stdout=subprocess.PIPE, text=True)
+        for i in range(4)
+    ]
+    outs = [p.communicate(timeout=180)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    firsts = [o.splitlines()[0] if o.strip() else "" for o in outs]
+    assert firsts.count("took") == 1, "\n---\n".join(outs)
+    assert all("is being written by run racer-" in o for o, f in zip(outs, firsts) if f != "took"), outs
+
+
+def test_heartbeats_keep_a_long_hold_and_a_waiting_writer_gets_it_after_release(tmp_path):
+    cat = Catalog(tmp_path, "ds")
+    first = cat.lease("long", "build", stale_after_s=2.0, heartbeat_s=0.5).acquire()
+    time.sleep(3.0)  # longer than stale_after: only the heartbeats keep it
+    with pytest.raises(DatasetBusyError, match="run long"):
+        cat.lease("impatient", "rerun", stale_after_s=2.0, heartbeat_s=0.5).acquire()
+    threading.Timer(1.0, first.release).start()
+    second = cat.lease("patient", "rerun", stale_after_s=2.0, heartbeat_s=0.5, wait_s=30).acquire()
+    assert second.took_over is None  # released, not taken over
+    assert held("ds") is second
+    second.release()
+
+
+def test_nested_steps_reenter_and_a_paused_review_lets_others_write(tmp_path):
+    cat = Catalog(tmp_path, "ds")
+    outer = cat.lease("build-1", "build", stale_after_s=60, heartbeat_s=5).acquire()
+    with cat.lease(None, "publish", stale_after_s=60, heartbeat_s=5):  # the publish inside the build
+        assert cat.query("SELECT run_id FROM lease") == [("build-1",)]
+    assert cat.query("SELECT run_id FROM lease") == [("build-1",)]  # still the build's
+    with released(held("ds")):  # the review waits for a person: someone else may write meanwhile
+        assert cat.query("SELECT run_id FROM lease") == [(None,)]
+    assert cat.query("SELECT run_id FROM lease") == [("build-1",)]  # and the build has it back
+    outer.release()
+
+
+# ---------------------------------------------------------------------------------- real commands
+def _clips(folder: Path, n: int = 2) -> Path:
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    t = np.arange(32000) / 16000
+    for i in range(n):
+        x = 0.3 * np.sin(2 * np.pi * (220 + 110 * i) * t) + 0.01 * rng.standard_normal(t.size)
+        sf.write(folder / f"clip{i}.wav", x.astype(np.float32), 16000)
+    return folder
+
+
+def test_the_cli_refuses_a_busy_dataset_with_rc_4_and_writes_nothing(tmp_path):
+    inputs = _clips(tmp_path / "in")
+    cat = Catalog(tmp_path / "data", "busy")
+    lease = cat.lease("other-run", "build", stale_after_s=600, heartbeat_s=60).acquire()
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", "busy"]
+            + ["--data-root", str(tmp_path / "data"), "--until", "ingest"],
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        lease.release()
+    assert out.returncode == 4, out.stderr[-2000:]
+    assert "dataset 'busy' is being written by run other-run" in out.stderr
+    assert cat.query("SELECT count(*) FROM runs") == [(0,)] and cat.query("SELECT count(*) FROM shards") == [(0,)]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT])
+def test_ctrl_c_stops_a_build_leaving_a_state_the_same_command_resumes(tmp_path, sig):
+    inputs = _clips(tmp_path / "in", n=3)
+    cmd = [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", "stop"]
+    cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze", "--files-per-shard", "1"]
+    proc = subprocess.Popen(
+        cmd,
+        env=_env(PREFECT_LOGGING_LEVEL="INFO"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    try:
+        for line in proc.stdout:  # interrupt once the analyze stage is under way
+            lines.append(line)
+            if "analyze/" in line and "computed" in line:
+                break
+        proc.send_signal(sig)
+        rest, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    text = "".join(lines) + rest
+    assert proc.returncode == 130, text[-3000:]
+    assert "to resume, run the same command again: earmark build" in text
+    assert subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True).stdout == b""  # no orphans left
+
+    again = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "skipped (already in catalog)" in again.stdout and "version v0001" in again.stdout
+    cat = Catalog(tmp_path / "data", "stop")
+    statuses = sorted(s for (s,) in cat.query("SELECT status FROM runs"))
+    assert statuses in (["interrupted", "ok"], ["failed", "ok"]), statuses
