@@ -238,11 +238,13 @@ def cmd_review(args: argparse.Namespace) -> int:
         )
         return 0
     from earmark.stages.review import export_sheet
+    from earmark.storage.paths import version_name
 
     cat = open_catalog(cfg, create=False)
     version = args.version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
+    version_name(version)
     tables = [t.strip() for t in args.tables.split(",")] if args.tables else cfg.review.tables
     todo, sheet = export_sheet(
         cat,
