@@ -79,7 +79,11 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
         "QA pairs per clip:",
         "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM qa GROUP BY 1) GROUP BY 1 ORDER BY 1",
     )
-    _print_table(cat, "Quarantine:", "SELECT source_path, reason FROM quarantine ORDER BY 1")
+    _print_table(
+        cat,
+        "Quarantine (file | what is wrong | what to do):",
+        "SELECT source_path, reason, fix FROM quarantine ORDER BY 1",
+    )
     _print_table(
         cat,
         "QC rejections by check:",
