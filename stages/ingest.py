@@ -232,9 +232,9 @@ def load_audio(path: Path, cfg: IngestSection = IngestSection()) -> np.ndarray:
         raise UnusableInput("file decodes to zero samples", "re-export the file; it holds no audio")
     if not np.all(np.isfinite(audio)):
         nan, inf = int(np.isnan(audio).sum()), int(np.isinf(audio).sum())
+        counts = " and ".join([f"{nan} NaN (not a number)"] * bool(nan) + [f"{inf} infinite"] * bool(inf))
         raise UnusableInput(
-            f"audio contains invalid sample values: {nan} NaN (not a number) and {inf} infinite of {audio.size} "
-            "samples (after resampling to 16 kHz mono)",
+            f"audio contains invalid sample values: {counts} of {audio.size} samples (at 16 kHz mono)",
             "the file was written from a broken float buffer; re-render or re-export it (e.g. as 16-bit PCM)",
         )
     peak = float(np.max(np.abs(audio)))

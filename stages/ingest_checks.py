@@ -92,13 +92,18 @@ def clean_raw(message: str, path: Path) -> str:
     text = " ".join(str(message).split())
     text = re.sub(r"^Error opening '.*?': ", "", text)
     text = re.sub(r"^Error\s*:\s*", "", text)
-    return text.replace(str(path), path.name).strip().rstrip(".")
+    return text.replace(f"{path}: ", "").replace(str(path), path.name).strip().rstrip(".")
 
 
 def check_source(path: Path, allowed_roots: Sequence[Path] = ()) -> bytes:
     """The file's first bytes, or UnusableInput saying why no decoder should open it."""
     try:
         link = path.lstat()
+    except PermissionError:
+        raise UnusableInput(
+            "permission denied: this user cannot enter a folder on the file's path",
+            "grant search permission on the folders (chmod a+x DIR) or run earmark as a user who can read them",
+        ) from None
     except OSError:
         raise UnusableInput("file does not exist", "check the path; the file may have been moved or deleted") from None
     if stat.S_ISLNK(link.st_mode):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
@@ -67,17 +69,43 @@ def test_good_but_unusual_files_are_standardised(tmp_path: Path) -> None:
     assert any(p.endswith("secret.wav") for p in good)
 
 
-def test_unreadable_file_is_quarantined(tmp_path: Path) -> None:
-    path = tmp_path / "locked.wav"
-    sf.write(path, [0.1] * 32000, 16000)
-    path.chmod(0)
+def _as_nobody(fn):
+    """fn() in a forked child that dropped root to uid/gid 65534 (chmod 000 does not stop root); its result."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest machinery from here on, always exit
+        try:
+            os.setgid(65534)
+            os.setuid(65534)
+            result = repr(fn())
+        except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which asserts
+            result = f"child failed: {exc!r}"
+        os.write(write, result.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
+def test_unreadable_file_is_quarantined() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="earmark-locked-"))  # not under tmp_path: its parents are 0700
     try:
-        if os.access(path, os.R_OK):
-            pytest.skip("running as root: chmod 000 does not stop root from reading (the socket case covers this)")
-        clips, rows = ingest.ingest_file(path, IngestSection(), "locked.wav")
-        assert not clips and "permission denied" in rows[0].reason and "chmod" in rows[0].fix
+        folder.chmod(0o755)
+        path = folder / "locked.wav"
+        sf.write(path, [0.1] * 32000, 16000)
+        path.chmod(0)
+        run = lambda: [(q.reason, q.fix) for q in ingest.ingest_file(path, IngestSection(), "locked.wav")[1]]
+        if os.access(path, os.R_OK):  # root reads it anyway
+            if not hasattr(os, "fork"):
+                pytest.skip("running as root without fork(): chmod 000 does not stop root from reading")
+            rows = _as_nobody(run)
+        else:
+            rows = repr(run())
+        assert "permission denied: this user cannot read the file" in rows and "chmod a+r" in rows, rows
     finally:
-        path.chmod(0o644)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_allowed_roots_apply_to_named_files_too(tmp_path: Path) -> None:

@@ -128,7 +128,10 @@ def write_bad_input_corpus(root: Path) -> tuple[list[BadInputCase], dict[str, st
     if os.access(d / "unreadable.wav", os.R_OK):  # root (or CAP_DAC_OVERRIDE) reads it anyway
         os.chmod(d / "unreadable.wav", 0o644)
         (d / "unreadable.wav").unlink()
-        skipped["unreadable.wav"] = "running as root: chmod 000 does not stop root from reading a file"
+        skipped["unreadable.wav"] = (
+            "running as root: chmod 000 does not stop root from reading a file "
+            "(tests/test_bad_input.py checks this case as uid 65534)"
+        )
     else:
         bad("unreadable.wav", "no read permission (chmod 000)", "permission denied")
     return cases, skipped
