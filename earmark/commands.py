@@ -81,7 +81,11 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
         "QA pairs per clip:",
         "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM qa GROUP BY 1) GROUP BY 1 ORDER BY 1",
     )
-    _print_table(cat, "Quarantine:", "SELECT source_path, reason FROM quarantine ORDER BY 1")
+    _print_table(
+        cat,
+        "Quarantine (file | what is wrong | what to do):",
+        "SELECT source_path, reason, fix FROM quarantine ORDER BY 1",
+    )
     _print_table(
         cat,
         "QC rejections by check:",
@@ -253,11 +257,13 @@ def cmd_review(args: argparse.Namespace) -> int:
         )
         return 0
     from earmark.stages.review import export_sheet
+    from earmark.storage.paths import version_name
 
     cat = open_catalog(cfg, create=False)
     version = args.version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
+    version_name(version)
     tables = [t.strip() for t in args.tables.split(",")] if args.tables else cfg.review.tables
     todo, sheet = export_sheet(
         cat,

@@ -14,7 +14,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from earmark.schemas.records import ITEM_TABLES, ItemTable
@@ -25,10 +25,20 @@ class Section(BaseModel):
 
 
 class IngestSection(Section):
+    """How input files become clips. `max_file_s`: the longest source file accepted (longer ones are
+    quarantined, not decoded). `allowed_roots`: when set, every input file's real path (symlinks followed)
+    must lie inside one of these folders, else it is quarantined unread; empty = no restriction."""
+
     files_per_shard: int = Field(64, ge=1, le=4096)
     max_clip_s: float = Field(10.0, gt=0, le=30)
     min_clip_s: float = Field(1.0, ge=0.1)
     max_file_s: float = Field(4 * 3600.0, gt=0)
+    allowed_roots: list[Path] = []
+
+    @field_validator("allowed_roots")
+    @classmethod
+    def _absolute_roots(cls, roots: list[Path]) -> list[Path]:
+        return [Path(r).expanduser().resolve() for r in roots]  # fixed once, whatever the workers' cwd
 
 
 class AnalyzeSection(Section):

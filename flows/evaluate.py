@@ -24,6 +24,7 @@ from earmark.llm.session import open_llm
 from earmark.stages import evaluate as ev
 from earmark.stages import evaluation as evn
 from earmark.stages.base import ShardJob
+from earmark.storage.paths import inside, plain_name
 
 
 @task(name="run-model", cache_policy=NO_CACHE)
@@ -103,7 +104,7 @@ def evaluate_flow(
         if metrics == ["similarity"] and "qa" in tasks:
             tasks = [t for t in tasks if t != "qa"]
             sections.append("QA not run: the similarity metric scores captions only; use --metric date (MECAT).\n")
-        predictions = cat.root / "predictions" / model_name / version
+        predictions = cat.dataset_path("predictions", plain_name(model_name, "model name"), version)
         predictions.mkdir(parents=True, exist_ok=True)
         ran = run_model_task(cfg, version, endpoint, model_id or model_name, tasks, predictions)
         if ran["errors"]:
@@ -231,20 +232,20 @@ def evaluate_flow(
             table=[{"metric": k, "value": v} for k, v in result.scores.items() if not isinstance(v, dict)],
         )
     eval_id = eval_keys[0] if len(eval_keys) == 1 else hashlib.sha256("|".join(eval_keys).encode()).hexdigest()[:24]
-    reports = cat.root / "reports"
+    reports = cat.dataset_path("reports")
     plot = None
     if plan.text_files:
         plot = evn.cdf(
             cat,
             eval_keys[:1],
             cdf_metric,
-            reports / f"{eval_id}.cdf.png",
+            inside(reports, f"{eval_id}.cdf.png"),
             f"{model_name} on {version}: per-sample {cdf_metric or 'similarity'}",
         )
     report_text = "\n".join(sections)
     if plot is not None:
         report_text += f"\nPer-sample score CDF (MECAT Figure 6 style): {plot}\n"
-    path = reports / f"{eval_id}.md"
+    path = inside(reports, f"{eval_id}.md")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(report_text)
     create_markdown_artifact(

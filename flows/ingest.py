@@ -18,7 +18,7 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
 
     Files keep the shard the dataset's manifest gave them on their first build; new files form new shards.
     """
-    files = ingest.discover(cfg.inputs)
+    files = ingest.discover(cfg.inputs, cfg.ingest.allowed_roots)
     if not files:
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs)) or '(no inputs given)'}")
     root = ingest.input_root(list(cfg.inputs))
@@ -30,7 +30,7 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
         job = ShardJob(
             spec,
             partial(ingest.run, group, root, cfg.ingest),
-            sources=[ingest.source_identity(f, root) for f in group],
+            sources=[ingest.source_identity(f, root, cfg.ingest.allowed_roots) for f in group],
             label=f"shard-{shard:04d}",
         )
         futures.append(submit(cfg, job, run_id))

@@ -54,7 +54,7 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
         label=version,
     )
     ref = stage_task.with_options(task_run_name=f"publish/{version}")(cfg, job, run_id)
-    out_dir = cat.root / "exports" / version
+    out_dir = cat.dataset_path("exports", version)
     if (card := out_dir / "README.md").exists():
         create_markdown_artifact(
             key=artifact_key(cfg, "dataset-card"), markdown=card.read_text(), description=f"{cat.dataset} {version}"

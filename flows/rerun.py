@@ -109,7 +109,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         published = publish_flow(cfg, tables, run_id)
         diffs = version_diff(cat, base, published["version"])
         report = diff_markdown(base, published["version"], diffs, cfg.dataset)
-        path = cat.root / "reports" / f"diff-{base}-{published['version']}.md"
+        path = cat.dataset_path("reports", f"diff-{base}-{published['version']}.md")
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(report)
         create_markdown_artifact(

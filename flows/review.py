@@ -31,6 +31,7 @@ from earmark.stages.base import ShardJob
 from earmark.stages.review import ReviewItem, read_sheet, review_items, to_decisions, write_sheet
 from earmark.storage import Catalog
 from earmark.storage.lease import held, released
+from earmark.storage.paths import version_name
 
 
 class ItemDecision(BaseModel):
@@ -91,7 +92,7 @@ def review_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = 
         logger.info("review: every item in scope already has a decision")
         return {"mode": cfg.review.mode, "items": 0}
     if cfg.review.mode == "file":
-        sheet = write_sheet(todo, cat.root / "review" / f"{run_id or 'latest'}.csv")
+        sheet = write_sheet(todo, cat.dataset_path("review", f"{run_id or 'latest'}.csv"))
         create_markdown_artifact(
             key=artifact_key(cfg, "review-sheet"),
             description="Items waiting for review",
@@ -136,6 +137,7 @@ def _import(cfg: Config, cat: Catalog, sheet: Path, reviewer: str, version: str 
     version = version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
+    version_name(version)
     shards = cat.version_shards(version)
     items, _ = review.version_items(cat, shards)
     decisions, errors = to_decisions(read_sheet(sheet), items, reviewer=reviewer, source="file")

@@ -19,11 +19,12 @@ from earmark.llm.session import LLMSession
 from earmark.stages import evidence, synthesis
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef
+from earmark.storage.paths import inside
 
 
 def llm_session(cfg: Config) -> LLMSession:
     root = open_catalog(cfg).root
-    return LLMSession(cfg.llm, root.parent / ".llm_cache", log_path=root / "llm-server.log")
+    return LLMSession(cfg.llm, root.parent / ".llm_cache", log_path=inside(root, "llm-server.log"))
 
 
 @flow(name="synthesize", log_prints=True)

@@ -23,6 +23,15 @@ from earmark.config import IngestSection
 from earmark.experts.base import SAMPLE_RATE, ClipAudio
 from earmark.schemas.records import Clip, QuarantineRow
 from earmark.stages.base import StageSpec
+from earmark.stages.ingest_checks import (
+    UnusableInput,
+    check_source,
+    clean_raw,
+    explain_failure,
+    truncated_wav,
+    wav_sample_rate,
+)
+from earmark.storage.paths import within_any
 
 AUDIO_SUFFIXES = {
     ".wav",
@@ -41,11 +50,14 @@ AUDIO_SUFFIXES = {
     ".mka",
 }
 STAGE_VERSION = "1"
+REEXPORT_HEADER = "re-export the file from its source; its header is damaged"
 
 
 def spec(cfg: IngestSection) -> StageSpec:
     """Every ingest setting changes what is cut (files_per_shard only groups files, so it is left out)."""
     config = {"sr": SAMPLE_RATE, "max": cfg.max_clip_s, "min": cfg.min_clip_s, "maxfile": cfg.max_file_s}
+    if cfg.allowed_roots:  # only when set, so datasets built without roots keep their shard keys
+        config["roots"] = sorted(map(str, cfg.allowed_roots))
     return StageSpec("ingest", STAGE_VERSION, writes=("clips", "quarantine"), config=config)
 
 
@@ -53,9 +65,9 @@ def display_path(path: Path, root: Path | None) -> str:
     return str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
 
 
-def source_identity(path: Path, root: Path | None) -> str:
-    """What an ingest shard's key depends on per file: its displayed path and content."""
-    return f"{display_path(path, root)}:{file_sha256(path)}"
+def source_identity(path: Path, root: Path | None, allowed_roots: Sequence[Path] = ()) -> str:
+    """What an ingest shard's key depends on per file: its displayed path and content (None: not readable)."""
+    return f"{display_path(path, root)}:{safe_sha256(path, allowed_roots)}"
 
 
 def assign_shards(
@@ -85,9 +97,17 @@ def assign_shards(
     return dict(sorted(groups.items())), added
 
 
+def _real(path: Path) -> Path | None:
+    """`path` with every symlink followed, or None for a loop or a missing target."""
+    try:
+        return path.resolve(strict=True)
+    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a symlink loop
+        return None
+
+
 def input_root(paths: Sequence[Path]) -> Path | None:
     """The directory that displayed source paths are relative to: the inputs' common directory."""
-    dirs = [p.resolve() if p.is_dir() else p.resolve().parent for p in paths]
+    dirs = [p.resolve() if p.is_dir() else (_real(p.parent) or p.parent.absolute()) for p in map(Path, paths)]
     return Path(os.path.commonpath(dirs)) if dirs else None
 
 
@@ -97,27 +117,41 @@ def run(files: Sequence[Path], root: Path | None, cfg: IngestSection, inputs: ob
     return {"clips": clips, "quarantine": quarantine}
 
 
-class UnusableInput(Exception):
-    def __init__(self, reason: str, fix: str):
-        super().__init__(reason)
-        self.reason = reason
-        self.fix = fix
+def discover(inputs: Iterable[Path], allowed_roots: Sequence[Path] = ()) -> list[Path]:
+    """Audio files under the given files/directories, sorted; hidden files and non-audio suffixes skipped.
 
-
-def discover(inputs: Iterable[Path]) -> list[Path]:
-    """Audio files under the given files/directories, sorted; hidden files and non-audio suffixes skipped."""
+    A file is listed by its real path (symlinks followed), except a link that leads nowhere (a loop, a missing
+    target) or outside `allowed_roots`: that one keeps the link's own name, so its quarantine row names it.
+    """
     found: set[Path] = set()
     for p in inputs:
         p = Path(p)
         if p.is_dir():
-            for f in p.rglob("*"):
-                if f.suffix.lower() in AUDIO_SUFFIXES and not f.name.startswith(".") and not f.is_dir():
-                    found.add(f.resolve())
+            candidates = [
+                f
+                for f in p.rglob("*")
+                if f.suffix.lower() in AUDIO_SUFFIXES and not f.name.startswith(".") and not f.is_dir()
+            ]
         elif p.exists() or p.is_symlink():
-            found.add(p.resolve() if p.exists() else p)
+            candidates = [p]
         else:
             raise FileNotFoundError(f"input {p} does not exist: pass audio files or directories that contain them")
+        for f in candidates:
+            real = _real(f)
+            if real is None or (allowed_roots and not within_any(real, allowed_roots)):
+                found.add((_real(f.parent) or f.parent.absolute()) / f.name)
+            else:
+                found.add(real)
     return sorted(found)
+
+
+def safe_sha256(path: Path, allowed_roots: Sequence[Path] = ()) -> str | None:
+    """The file's sha256 when it is a regular file earmark may read (never a FIFO, which would block)."""
+    try:
+        check_source(path, allowed_roots)
+    except UnusableInput:
+        return None
+    return file_sha256(path)
 
 
 def file_sha256(path: Path) -> str | None:
@@ -131,62 +165,77 @@ def file_sha256(path: Path) -> str | None:
         return None
 
 
-def _decode_ffmpeg(path: Path, sample_rate: int) -> np.ndarray:
+def _decode_ffmpeg(path: Path, sample_rate: int, max_s: float) -> tuple[np.ndarray | None, str]:
+    """(samples, "") or (None, ffmpeg's last error line); decodes at most a second past `max_s`."""
     ffmpeg = shutil.which("ffmpeg")
     if ffmpeg is None:
         raise UnusableInput(
-            "soundfile cannot decode this format and ffmpeg is not installed",
+            "libsndfile cannot decode this format and ffmpeg is not installed",
             "install ffmpeg (apt-get install ffmpeg) or convert the file to WAV/FLAC",
         )
+    cmd = [ffmpeg, "-nostdin", "-v", "error", "-i", str(path), "-t", f"{max_s + 1:.3f}"]
     proc = subprocess.run(
-        [ffmpeg, "-nostdin", "-v", "error", "-i", str(path), "-f", "f32le", "-ac", "1", "-ar", str(sample_rate), "-"],
-        capture_output=True,
-        timeout=600,
+        [*cmd, "-f", "f32le", "-ac", "1", "-ar", str(sample_rate), "-"], capture_output=True, timeout=600
     )
     if proc.returncode != 0 or not proc.stdout:
         msg = proc.stderr.decode(errors="replace").strip().splitlines()
-        raise UnusableInput(
-            f"not decodable audio ({msg[-1] if msg else 'no audio stream'})",
-            "check that the file is a complete audio file; re-export it as WAV or FLAC",
-        )
-    return np.frombuffer(proc.stdout, dtype=np.float32).copy()
+        return None, msg[-1] if msg else "no audio stream"
+    return np.frombuffer(proc.stdout, dtype=np.float32).copy(), ""
+
+
+def _too_long(seconds: float, cfg: IngestSection, at_least: bool = False) -> UnusableInput:
+    return UnusableInput(
+        f"file is {'over ' if at_least else ''}{seconds:.0f} s long, more than the maximum duration "
+        f"ingest.max_file_s = {cfg.max_file_s:g} s",
+        "split it into shorter files (e.g. `ffmpeg -i IN -f segment -segment_time 600 OUT%03d.flac`) "
+        "or raise ingest.max_file_s",
+    )
 
 
 def load_audio(path: Path, cfg: IngestSection = IngestSection()) -> np.ndarray:
     """Decode to float32 mono at 16 kHz, or raise UnusableInput with reason and fix."""
-    if not path.exists():
-        raise UnusableInput("file does not exist (broken link?)", "fix or remove the link")
-    if path.stat().st_size == 0:
-        raise UnusableInput(
-            "file is empty (0 bytes)", "re-copy or re-export the file; remove it if it is a placeholder"
-        )
+    head = check_source(path, cfg.allowed_roots)
     try:
         info = sf.info(str(path))
-    except (sf.LibsndfileError, RuntimeError, OSError):
-        info = None
+        sf_error = None
+    except (sf.LibsndfileError, RuntimeError, OSError) as exc:
+        info, sf_error = None, str(exc)
     if info is not None:
-        if info.frames <= 0 or info.samplerate <= 0:
-            raise UnusableInput("file has no audio frames", "re-export the file; it holds a header but no samples")
+        if info.samplerate <= 0:
+            raise UnusableInput(f"invalid header: it declares a sample rate of {info.samplerate} Hz", REEXPORT_HEADER)
+        if info.frames <= 0:
+            raise UnusableInput("file has a header but no audio frames", "re-export the file; it holds no samples")
         if info.frames / info.samplerate > cfg.max_file_s:
-            raise UnusableInput(
-                f"file is {info.frames / info.samplerate:.0f} s long, over max_file_s={cfg.max_file_s:.0f}",
-                "split it into shorter files or raise ingest.max_file_s",
-            )
+            raise _too_long(info.frames / info.samplerate, cfg)
+        if info.format == "WAV" and (cut := truncated_wav(info.extra_info)):
+            raise UnusableInput(cut, "copy the file again or re-export it; the end of its audio is missing")
         try:
             data, sr = sf.read(str(path), dtype="float32", always_2d=True)
         except (sf.LibsndfileError, RuntimeError, OSError) as exc:
-            raise UnusableInput(f"decoding failed: {exc}", "the file is truncated or corrupt; re-export it") from exc
+            raise explain_failure(path, head, str(exc), None, header_ok=True) from exc
         audio = data.mean(axis=1)
         if sr != SAMPLE_RATE:
             audio = soxr.resample(audio, sr, SAMPLE_RATE, quality="HQ").astype(np.float32)
     else:
-        audio = _decode_ffmpeg(path, SAMPLE_RATE)
+        if wav_sample_rate(head) == 0:
+            raise UnusableInput(
+                f"invalid WAV header: it declares a sample rate of 0 Hz (libsndfile: {clean_raw(sf_error or '', path)})",
+                REEXPORT_HEADER,
+            )
+        decoded, ff_error = _decode_ffmpeg(path, SAMPLE_RATE, cfg.max_file_s)
+        if decoded is None:
+            raise explain_failure(path, head, sf_error, ff_error, header_ok=False)
+        if decoded.size > cfg.max_file_s * SAMPLE_RATE:
+            raise _too_long(cfg.max_file_s, cfg, at_least=True)
+        audio = decoded
     if audio.size == 0:
         raise UnusableInput("file decodes to zero samples", "re-export the file; it holds no audio")
     if not np.all(np.isfinite(audio)):
+        nan, inf = int(np.isnan(audio).sum()), int(np.isinf(audio).sum())
+        counts = " and ".join([f"{nan} NaN (not a number)"] * bool(nan) + [f"{inf} infinite"] * bool(inf))
         raise UnusableInput(
-            "audio contains NaN or infinite sample values",
-            "the file was written from a broken float buffer; re-render or re-export it",
+            f"audio contains invalid sample values: {counts} of {audio.size} samples (at 16 kHz mono)",
+            "the file was written from a broken float buffer; re-render or re-export it (e.g. as 16-bit PCM)",
         )
     peak = float(np.max(np.abs(audio)))
     if peak > 1.0:  # float files may exceed full scale; keep the shape, note nothing is lost but level
@@ -224,7 +273,7 @@ def ingest_file(
 ) -> tuple[list[Clip], list[QuarantineRow]]:
     """One source file → its clips, or quarantine rows explaining why (part of) it is unusable."""
     shown = display_path or str(path)
-    sha = file_sha256(path) if path.exists() else None
+    sha = safe_sha256(path, cfg.allowed_roots)
     try:
         audio = load_audio(path, cfg)
     except UnusableInput as bad:
@@ -235,8 +284,8 @@ def ingest_file(
                 source_path=shown,
                 source_sha256=sha,
                 stage="ingest",
-                reason=f"unexpected decoder error {type(exc).__name__}: {exc}",
-                fix="convert the file to WAV/FLAC and retry",
+                reason=f"the decoder failed on this file in an unexpected way ({type(exc).__name__}: {exc})",
+                fix="convert the file to WAV/FLAC and retry; if that file fails too, report it as an earmark bug",
             )
         ]
     pieces, dropped = split_clips(audio, cfg)

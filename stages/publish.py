@@ -19,6 +19,7 @@ from earmark.schemas.records import CAPTION_KINDS
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.review import REVIEW_VERSION, review_overlay
 from earmark.storage import Catalog
+from earmark.storage.paths import inside, plain_name, version_name
 from earmark.storage.shards import file_sha256
 
 PUBLISH_VERSION = "1"
@@ -28,12 +29,12 @@ _KEPT = "(SELECT item_id FROM {v}.qc GROUP BY item_id HAVING bool_and(keep))"
 
 def kept_items(version: str) -> str:
     """SQL subquery of the item ids every QC check of `version` kept (what exports and evaluation use)."""
-    return _KEPT.format(v=version)
+    return _KEPT.format(v=version_name(version))
 
 
 def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     """Write caption/<domain>.jsonl and qa/<domain>.jsonl for `version`; returns counts."""
-    kept = _KEPT.format(v=version)
+    kept = kept_items(version)
     caps = cat.query(
         f"SELECT clip_id, domain, kind, text FROM {version}.captions WHERE item_id IN {kept} "
         "ORDER BY clip_id, kind, ref_index"
@@ -69,7 +70,7 @@ def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     for sub, lines in (("caption", caption_lines), ("qa", qa_lines)):
         (out_dir / sub).mkdir(parents=True, exist_ok=True)
         for domain, rows in lines.items():
-            (out_dir / sub / f"{domain}.jsonl").write_text("\n".join(rows) + "\n")
+            inside(out_dir, sub, f"{plain_name(domain, 'domain code')}.jsonl").write_text("\n".join(rows) + "\n")
     return {"caption_clips": len(by_clip), "caption_refs": len(caps), "qa_pairs": len(qa)}
 
 
@@ -84,7 +85,7 @@ def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     import csv
     import io
 
-    kept = _KEPT.format(v=version)
+    kept = kept_items(version)
     ent = cat.query(
         f"SELECT clip_id, premise, hypothesis, label, domain FROM {version}.entailment "
         f"WHERE item_id IN {kept} ORDER BY clip_id, label"
@@ -149,7 +150,7 @@ def publish_spec(tables: list[str]) -> StageSpec:
 
 def publish(cat: Catalog, version: str, inputs: Inputs) -> dict[str, list[ExportFile]]:
     """The publish stage: write the version's exports and card under exports/<version>/; list them."""
-    out_dir = cat.root / "exports" / version
+    out_dir = cat.dataset_path("exports", version_name(version))
     counts = {**export_mecat(cat, version, out_dir), **export_items(cat, version, out_dir)}
     (out_dir / "README.md").write_text(dataset_card(cat, version, counts))
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
@@ -183,6 +184,7 @@ def _rows(path: Path) -> int:
 
 
 def _claims_table(cat: Catalog, version: str) -> list[str]:
+    version = version_name(version)
     audited = cat.query(
         f"SELECT item_table, count(*), count(*) FILTER (WHERE keep) FROM {version}.qc "
         "WHERE \"check\" = 'claim_audit' GROUP BY 1 ORDER BY 1"
@@ -206,6 +208,7 @@ def _claims_table(cat: Catalog, version: str) -> list[str]:
 
 
 def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
+    version = version_name(version)  # an SQL identifier below
     dom = cat.query(f"SELECT domain, count(*) FROM {version}.domain GROUP BY 1 ORDER BY 1")
     q = cat.query(f"SELECT count(*) FROM {version}.quarantine")[0][0]
     rej = cat.query(

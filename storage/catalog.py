@@ -39,6 +39,7 @@ from earmark.schemas import TABLES, arrow_schema
 from earmark.storage import lake
 from earmark.storage.lake import LakeLocation
 from earmark.storage.lease import LEASE_COLUMNS, Lease
+from earmark.storage.paths import inside, plain_name
 from earmark.storage.shards import ShardFile, read_shard, write_shard
 
 _BOOKKEEPING = {
@@ -108,7 +109,7 @@ class Catalog:
             raise ValueError(
                 f"dataset name {dataset!r}: use 1-64 letters, digits, '_', '-', '.', starting with a letter or digit"
             )
-        self.root = Path(data_root).resolve() / dataset
+        self.root = Path(data_root).resolve() / dataset  # the name is checked above: one plain component
         if (
             not create
             and not postgres
@@ -229,8 +230,17 @@ class Catalog:
         self._transaction(add)
 
     # ---------------------------------------------------------------------------------------- shards
+    def dataset_path(self, *parts: str) -> Path:
+        """A path under this dataset's folder built from names (`"exports", version`); ValueError if it would
+        leave the folder (earmark.storage.paths.inside)."""
+        return inside(self.root, *parts)
+
     def shard_path(self, table: str, key: str) -> Path:
-        return self.root / table / f"{key}.parquet"
+        """`<root>/<table>/<key>.parquet`; a table earmark does not define or a key that is not a plain name
+        (a `/`, `..`) is a ValueError, so no shard file can be written outside the dataset's folder."""
+        if table not in TABLES:
+            raise ValueError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+        return inside(self.root, table, f"{plain_name(key, 'shard key')}.parquet")
 
     def has_shard(self, key: str, tables: Sequence[str]) -> bool:
         """True when every table of the shard is registered and its file is still on disk."""
@@ -238,7 +248,7 @@ class Catalog:
             "SELECT table_name, path FROM shards WHERE key = ? AND list_contains(?, table_name)", [key, list(tables)]
         )
         found = {t: p for t, p in rows}
-        return all(t in found and (self.root / found[t]).exists() for t in tables)
+        return all(t in found and inside(self.root, found[t]).exists() for t in tables)
 
     def shard_rows(self, key: str, tables: Sequence[str]) -> int:
         rows = self.query(
