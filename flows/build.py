@@ -19,6 +19,7 @@ from earmark.flows.common import (
     StageResult,
     artifact_key,
     flow_options,
+    name_flow_run,
     open_catalog,
     run_summary,
     run_tags,
@@ -133,6 +134,7 @@ def _build(cfg: Config, cat: Catalog, run_id: str, until: str, stop: int) -> dic
             )
         timings["publish"] = time.perf_counter() - t
         shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
+        name_flow_run(f"build · {cfg.dataset} · {published['version']}")  # the UI's run list shows the version
         status = "ok"
     finally:
         runners.close()

@@ -28,6 +28,7 @@ from earmark.flows.analyze import analyze_flow
 from earmark.flows.common import (
     artifact_key,
     flow_options,
+    name_flow_run,
     open_catalog,
     run_tags,
     shared_runner,
@@ -107,6 +108,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
 
         tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"), qc.keys("claims"))
         published = publish_flow(cfg, tables, run_id)
+        name_flow_run(f"rerun {stage} · {cfg.dataset} · {base} → {published['version']}")
         diffs = version_diff(cat, base, published["version"])
         report = diff_markdown(base, published["version"], diffs, cfg.dataset)
         path = cat.dataset_path("reports", f"diff-{base}-{published['version']}.md")
