@@ -28,6 +28,7 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from earmark.config import Config
+from earmark.llm import LLMEndpointError
 from earmark.stages.base import ShardJob, run_job
 from earmark.storage import Catalog, ShardRef, open_catalog
 
@@ -130,7 +131,21 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
         yield task_runner(cfg, cluster.scheduler_address)
 
 
-@task(name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
+def retry_unless_llm_endpoint(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect retries a failed shard task, unless the LLM endpoint failed it: the LLM client already retried
+    within its budgets (llm/client.py), and retrying here multiplied them (5 HTTP tries × 3 task runs)."""
+    try:
+        state.result()
+    except LLMEndpointError:
+        return False
+    except Exception:
+        return True
+    return True
+
+
+@task(
+    name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5, retry_condition_fn=retry_unless_llm_endpoint
+)
 def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
     cat, logger = open_catalog(cfg), get_run_logger()
     if job.gpu and not cat.has_shard(job.plan()[0], job.spec.writes):  # a stored shard needs no GPU slot
