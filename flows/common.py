@@ -24,6 +24,7 @@ from prefect import get_run_logger, tags, task
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.sync import concurrency
+from prefect.exceptions import UnfinishedRun
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
@@ -180,9 +181,16 @@ def collect(cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequ
     )
     index = {f.task_run_id: i for i, f in enumerate(futures)}
     refs: list[ShardRef | None] = [None] * len(futures)
+    not_run = 0
     for done, fut in enumerate(as_completed(list(futures)), start=1):
-        refs[index[fut.task_run_id]] = fut.result()
+        try:
+            refs[index[fut.task_run_id]] = fut.result()
+        except UnfinishedRun:  # not run (NotReady): a task it waits for failed, raised when the loop reaches it
+            not_run += 1
+            continue
         update_progress_artifact(progress, round(100.0 * done / len(futures), 1))
+    if not_run:
+        raise RuntimeError(f"{not_run} {stage} shard task(s) did not run: a task they wait for did not finish")
     out = [r for r in refs if r is not None]
     uses_gpu = list(gpu) or [False] * len(out)
     create_table_artifact(
