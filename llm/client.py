@@ -318,9 +318,10 @@ class LLMClient:
                 ping = {"model": self.model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
                 resp = self._http.post(self.base_url + "/chat/completions", json=ping, timeout=timeout)
         except (httpx.TimeoutException, httpx.TransportError) as exc:
+            what = f"did not answer within {timeout_s:g} s" if isinstance(exc, httpx.TimeoutException) else "failed"
             raise LLMEndpointError(
-                f"{where} did not answer within {timeout_s:g} s ({type(exc).__name__}: {exc}); check that the server "
-                "is running and reachable from this machine, and the URL in [llm] endpoint / --llm-endpoint",
+                f"{where} {what} ({type(exc).__name__}: {exc}); check that the server is running and reachable "
+                "from this machine, and the URL in [llm] endpoint / --llm-endpoint",
                 transient=True,
             ) from None
         seconds = time.perf_counter() - t0

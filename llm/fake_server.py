@@ -156,7 +156,7 @@ class FakeLLMServer:
         self._closing = threading.Event()
         if schedule:
             self.set_schedule(schedule)
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self._httpd = _QuietServer(("127.0.0.1", port), _handler(self))
         self._httpd.daemon_threads = True
         self.port = self._httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -238,6 +238,12 @@ class FakeLLMServer:
             "usage": {"prompt_tokens": 1, "completion_tokens": max(1, len(content) // 4)},
         }
         return status, headers, json.dumps(completion).encode()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that gave up on a hanging or dripping reply resets the connection: expected here
+        pass
 
 
 def _handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
