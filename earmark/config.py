@@ -79,7 +79,17 @@ class LLMSection(Section):
     api_key_env: str = "OPENAI_API_KEY"
     schema_mode: Literal["llama_cpp", "json_schema"] = "llama_cpp"
     max_concurrency: int = Field(1, ge=1, le=256)
-    timeout_s: float = Field(300.0, gt=0)
+    timeout_s: float = Field(300.0, gt=0)  # per connect / read of one HTTP attempt
+    # The one retry layer (llm/client.py; Prefect does not retry a shard that failed on the LLM): a request makes
+    # at most `max_attempts` within `request_budget_s` (backoff and a slowly dripping reply included); the
+    # requests of one synthesis shard end within `shard_budget_s` (None: no limit); after `breaker_failures`
+    # requests in a row that got no reply, the run sends no more (0: never); a configured endpoint is asked one
+    # cheap request before ingest, answered within `preflight_timeout_s`.
+    max_attempts: int = Field(5, ge=1, le=20)
+    request_budget_s: float = Field(600.0, gt=0)
+    shard_budget_s: float | None = Field(None, gt=0)
+    breaker_failures: int = Field(3, ge=0)
+    preflight_timeout_s: float = Field(10.0, gt=0, le=60)
     n_ctx: int = 4096  # embedded server only
     n_threads: int | None = None  # embedded servers only: threads each; None = the cores shared among them
     embedded_servers: int = Field(0, ge=0, le=16)  # embedded only: single-slot server processes; 0 = one per core

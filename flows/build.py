@@ -1,6 +1,8 @@
 """build flow: ingest → analyze → synthesize → filter → [review] → publish, each a sub-flow visible in the UI.
 
-Re-running build on unchanged inputs recomputes no shard and calls no LLM; the run's counters (shards
+A build that will reach synthesis first asks a configured LLM endpoint one cheap request, so an endpoint
+that is down fails the build in seconds instead of after ingest and analyze. Re-running build on unchanged
+inputs recomputes no shard and calls no LLM; the run's counters (shards
 computed/skipped per stage, LLM calls and cache hits, stage wall times) go to the catalog's `runs` table.
 """
 
@@ -33,6 +35,7 @@ from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.review import review_flow
 from earmark.flows.synthesize import synthesize_flow
+from earmark.llm.session import preflight
 from earmark.stages.rerun import filter_inputs
 from earmark.storage import Catalog
 from earmark.storage.shards import remove_stale_temp_files
@@ -56,6 +59,8 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
             "use --until analyze with a subset of experts, or drop --experts"
         )
+    if stop >= 2 and (checked := preflight(cfg.llm)):  # a configured endpoint that is down fails now, not after analyze
+        get_run_logger().info("preflight: %s", checked)
     cat = open_catalog(cfg)
     run_id = cat.new_run_id()
     lease = write_lease(cfg, cat, run_id, "build").acquire()  # one writer per dataset: refuses if another holds it

@@ -24,10 +24,12 @@ from prefect import get_run_logger, tags, task
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.sync import concurrency
+from prefect.exceptions import UnfinishedRun
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from earmark.config import Config
+from earmark.llm import LLMEndpointError
 from earmark.stages.base import ShardJob, run_job
 from earmark.storage import Catalog, ShardRef, open_catalog
 from earmark.storage.lease import Lease
@@ -144,7 +146,21 @@ def write_lease(cfg: Config, cat: Catalog, run_id: str | None, command: str) -> 
     )
 
 
-@task(name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5)
+def retry_unless_llm_endpoint(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect retries a failed shard task, unless the LLM endpoint failed it: the LLM client already retried
+    within its budgets (llm/client.py), and retrying here multiplied them (5 HTTP tries × 3 task runs)."""
+    try:
+        state.result()
+    except LLMEndpointError:
+        return False
+    except Exception:
+        return True
+    return True
+
+
+@task(
+    name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5, retry_condition_fn=retry_unless_llm_endpoint
+)
 def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
     cat, logger = open_catalog(cfg), get_run_logger()
     if job.gpu and not cat.has_shard(job.plan()[0], job.spec.writes):  # a stored shard needs no GPU slot
@@ -179,9 +195,16 @@ def collect(cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequ
     )
     index = {f.task_run_id: i for i, f in enumerate(futures)}
     refs: list[ShardRef | None] = [None] * len(futures)
+    not_run = 0
     for done, fut in enumerate(as_completed(list(futures)), start=1):
-        refs[index[fut.task_run_id]] = fut.result()
+        try:
+            refs[index[fut.task_run_id]] = fut.result()
+        except UnfinishedRun:  # not run (NotReady): a task it waits for failed, raised when the loop reaches it
+            not_run += 1
+            continue
         update_progress_artifact(progress, round(100.0 * done / len(futures), 1))
+    if not_run:
+        raise RuntimeError(f"{not_run} {stage} shard task(s) did not run: a task they wait for did not finish")
     out = [r for r in refs if r is not None]
     uses_gpu = list(gpu) or [False] * len(out)
     create_table_artifact(

@@ -39,6 +39,7 @@ from earmark.flows.common import (
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.synthesize import synthesize_flow
+from earmark.llm.session import preflight
 from earmark.schemas import ITEM_TABLES
 from earmark.stages.rerun import STAGES, filter_inputs, version_graph, version_tables
 from earmark.storage.diff import diff_markdown, version_diff
@@ -60,6 +61,8 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEM_TABLES)}")
     if stage != "synthesize" and items != list(cfg.synthesize.items):
         raise ValueError("--items only applies to --stage synthesize")
+    if stage in ("analyze", "synthesize") and (checked := preflight(cfg.llm)):  # fail before analyze, not after
+        get_run_logger().info("preflight: %s", checked)
     g = version_graph(cat, base)
     if not g.clip_refs:
         raise ValueError(f"version {base} has no clips")

@@ -2,7 +2,9 @@
 
 Strategy "focused": one task per item type and clip shard (entailment reads the shard's captions as
 premises); strategy "joint": one task per clip shard writing every item type. The flow opens one LLM
-session; its embedded server, if it started one, is stopped when the flow ends.
+session; its embedded server, if it started one, is stopped when the flow ends. The LLM client is the one retry
+layer: a shard that failed on the endpoint is not retried by Prefect (`stage_task`), and once the client's
+circuit breaker opens the remaining shards fail at once; finished shards stay in the catalog for the re-run.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ def synthesize_flow(
             ev_futures.append(ev_future)
             if cfg.synthesize.strategy == "joint":
                 job = _item_job(cfg, session, "joint", ev_key, None, label, items)
-                fut = submit(cfg, job, run_id, wait_for=[ev_future], retries=2)
+                fut = submit(cfg, job, run_id, wait_for=[ev_future])
                 gen += [(item, fut) for item in items]
                 continue
             # The embedded llama.cpp servers (single-slot each): the item types of a shard run one after another,
@@ -73,7 +75,7 @@ def synthesize_flow(
             for item in items:
                 job = _item_job(cfg, session, item, ev_key, captions if item == "entailment" else None, label, items)
                 after = [ev_future, *(shard_futures[w] for w in waits[item] if w in shard_futures)]
-                shard_futures[item] = submit(cfg, job, run_id, wait_for=after, retries=2)
+                shard_futures[item] = submit(cfg, job, run_id, wait_for=after)
                 if item == "captions":
                     captions = job.plan()[0]
                 gen.append((item, shard_futures[item]))

@@ -139,6 +139,7 @@ def run_model(
             ],
             params,
             None,
+            endpoint=client.identity,
         )
         if cache is not None and (hit := cache.get(ckey)) is not None:
             return subtask, key, hit["text"], None, True

@@ -1,8 +1,9 @@
 """On-disk cache of LLM responses, keyed by everything that determines the answer.
 
-The key is the sha256 of the canonical JSON of (model, messages, params, schema), so an unchanged
-rendered prompt makes zero endpoint calls on a re-run while any change to the prompt text, the
-sampling parameters or the schema misses. One small JSON file per entry, fanned out over 256
+The key is the sha256 of the canonical JSON of (endpoint, model, messages, params, schema), so an
+unchanged rendered prompt makes zero endpoint calls on a re-run while any change to the prompt text, the
+sampling parameters or the schema misses — and so does the same model name served by another endpoint
+(the endpoint is its normalised base URL, or `embedded:<model>` for the embedded server, whose port changes). One small JSON file per entry, fanned out over 256
 sub-directories, written temp -> fsync -> rename so a crash never leaves a half-written entry.
 """
 
@@ -38,8 +39,8 @@ def write_atomic(path: Path, write: Callable[[BinaryIO], object]) -> None:
         raise
 
 
-def cache_key(model: str, messages: list[dict], params: dict, schema: dict | None) -> str:
-    payload = {"model": model, "messages": messages, "params": params, "schema": schema}
+def cache_key(model: str, messages: list[dict], params: dict, schema: dict | None, *, endpoint: str) -> str:
+    payload = {"endpoint": endpoint, "model": model, "messages": messages, "params": params, "schema": schema}
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 

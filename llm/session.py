@@ -44,6 +44,8 @@ class _LazyServerClient(LLMClient):
             schema_mode="llama_cpp",
             max_concurrency=self.n_servers,
             timeout_s=cfg.timeout_s,
+            **budgets(cfg),
+            identity=f"embedded:{cfg.model}",  # not the loopback port, which changes with every start
         )
         self._cfg = cfg
         self._log_path = log_path
@@ -123,7 +125,27 @@ def open_llm(cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> 
         schema_mode=cfg.schema_mode,
         max_concurrency=cfg.max_concurrency,
         timeout_s=cfg.timeout_s,
+        **budgets(cfg),
     )
+
+
+def budgets(cfg: LLMSection) -> dict[str, Any]:
+    """The client's retry bounds from `[llm]`."""
+    return {
+        "max_retries": cfg.max_attempts - 1,
+        "request_budget_s": cfg.request_budget_s,
+        "breaker_failures": cfg.breaker_failures,
+    }
+
+
+def preflight(cfg: LLMSection) -> str | None:
+    """Before a run that will reach synthesis: one cheap request to the configured endpoint (raises
+    LLMEndpointError naming it, the model and what to check). The embedded server is not started for this:
+    it starts on the first cache miss, so a fully cached re-run starts none. Returns what was checked."""
+    if cfg.endpoint is None:
+        return None
+    with LLMClient(cfg.endpoint, cfg.model, api_key=os.environ.get(cfg.api_key_env), timeout_s=cfg.timeout_s) as c:
+        return c.check_endpoint(cfg.preflight_timeout_s, key_hint=f"the API key in ${cfg.api_key_env}")
 
 
 def llm_stats(client: LLMClient) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -192,24 +193,26 @@ def test_truncated_output_is_an_error_value_and_not_cached(smol_server, tmp_path
 
 def test_cache_key_changes_with_every_input():
     params = {"max_tokens": 100, "temperature": 0.2, "seed": 0}
-    base = cache_key("m", MESSAGES, params, CAPTION_SCHEMA)
-    assert base == cache_key("m", json.loads(json.dumps(MESSAGES)), dict(reversed(params.items())), CAPTION_SCHEMA)
+    key = partial(cache_key, endpoint="http://a:8000/v1")
+    base = key("m", MESSAGES, params, CAPTION_SCHEMA)
+    assert base == key("m", json.loads(json.dumps(MESSAGES)), dict(reversed(params.items())), CAPTION_SCHEMA)
     other_schema = {**CAPTION_SCHEMA, "required": ["captions"]}
     variants = [
-        cache_key("m2", MESSAGES, params, CAPTION_SCHEMA),
-        cache_key("m", [{**MESSAGES[0], "content": MESSAGES[0]["content"] + " "}], params, CAPTION_SCHEMA),
-        cache_key("m", MESSAGES, {**params, "temperature": 0.3}, CAPTION_SCHEMA),
-        cache_key("m", MESSAGES, {**params, "seed": 1}, CAPTION_SCHEMA),
-        cache_key("m", MESSAGES, {**params, "max_tokens": 101}, CAPTION_SCHEMA),
-        cache_key("m", MESSAGES, params, other_schema),
-        cache_key("m", MESSAGES, params, None),
+        key("m2", MESSAGES, params, CAPTION_SCHEMA),
+        key("m", [{**MESSAGES[0], "content": MESSAGES[0]["content"] + " "}], params, CAPTION_SCHEMA),
+        key("m", MESSAGES, {**params, "temperature": 0.3}, CAPTION_SCHEMA),
+        key("m", MESSAGES, {**params, "seed": 1}, CAPTION_SCHEMA),
+        key("m", MESSAGES, {**params, "max_tokens": 101}, CAPTION_SCHEMA),
+        key("m", MESSAGES, params, other_schema),
+        key("m", MESSAGES, params, None),
+        cache_key("m", MESSAGES, params, CAPTION_SCHEMA, endpoint="http://b:8000/v1"),
     ]
     assert len({base, *variants}) == len(variants) + 1
 
 
 def test_response_cache_layout_and_round_trip(tmp_path):
     cache = ResponseCache(tmp_path)
-    key = cache_key("m", MESSAGES, {}, None)
+    key = cache_key("m", MESSAGES, {}, None, endpoint="e")
     assert cache.get(key) is None
     path = cache.put(key, {"data": {"a": 1}, "text": '{"a": 1}'})
     assert path == tmp_path / key[:2] / f"{key}.json"
@@ -221,7 +224,7 @@ def test_response_cache_layout_and_round_trip(tmp_path):
 
 def test_response_cache_is_thread_safe(tmp_path):
     cache = ResponseCache(tmp_path)
-    keys = [cache_key("m", [{"role": "user", "content": str(i)}], {}, None) for i in range(40)]
+    keys = [cache_key("m", [{"role": "user", "content": str(i)}], {}, None, endpoint="e") for i in range(40)]
 
     def work(i: int) -> None:
         for key in keys:

@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from earmark.config import EvidenceSection, LLMSection, SynthesizeSection
+from earmark.llm import shard_budget
 from earmark.prompts import request_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS
@@ -118,7 +119,21 @@ def run(
     items: Sequence[str],
     inputs: Inputs,
 ) -> dict[str, list[Any]]:
-    """The stage function: every clip of the shard, as many clips at a time as the LLM serves requests."""
+    """The stage function: every clip of the shard, as many clips at a time as the LLM serves requests; its
+    LLM requests share the deadline `[llm] shard_budget_s`."""
+    with shard_budget(llm_cfg.shard_budget_s):
+        return _run(item, cfg, llm_cfg, evidence_cfg, llm, items, inputs)
+
+
+def _run(
+    item: str,
+    cfg: SynthesizeSection,
+    llm_cfg: LLMSection,
+    evidence_cfg: EvidenceSection,
+    llm: LLMProvider,
+    items: Sequence[str],
+    inputs: Inputs,
+) -> dict[str, list[Any]]:
     client = llm.client()
     s = Synth(client, cfg, llm_cfg.seed, evidence_cfg.min_confidence)
     concurrency = getattr(client, "concurrency", llm_cfg.max_concurrency)
