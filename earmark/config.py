@@ -76,7 +76,10 @@ class AnalyzeSection(Section):
 class LLMSection(Section):
     endpoint: str | None = None  # OpenAI-compatible base URL (…/v1); None → start the embedded server
     model: str = "qwen2.5-coder-0.5b-instruct-q4_k_m"
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = "OPENAI_API_KEY"  # the *name* of the environment variable holding the key
+    # or the name of a Prefect Secret block holding it (used when that variable is unset); keys never enter the
+    # config, the catalog, Parquet, logs, artifacts or flow parameters
+    api_key_secret: str | None = None
     schema_mode: Literal["llama_cpp", "json_schema"] = "llama_cpp"
     max_concurrency: int = Field(1, ge=1, le=256)
     timeout_s: float = Field(300.0, gt=0)  # per connect / read of one HTTP attempt

@@ -112,6 +112,23 @@ class _LazyServerClient(LLMClient):
         super().close()
 
 
+def api_key(cfg: LLMSection) -> str | None:
+    """The endpoint's API key: from the environment variable `api_key_env`, else the Prefect Secret block
+    `api_key_secret` (read from the Prefect server at run time). None when neither is set."""
+    key = os.environ.get(cfg.api_key_env)
+    if key or not cfg.api_key_secret:
+        return key
+    from prefect.blocks.system import Secret
+
+    try:
+        return str(Secret.load(cfg.api_key_secret).get())
+    except ValueError as exc:
+        raise ValueError(
+            f"[llm] api_key_secret = {cfg.api_key_secret!r}: no such Prefect Secret block on the server "
+            f"({exc}); create it in the UI (Blocks → Secret) or set ${cfg.api_key_env}"
+        ) from None
+
+
 def open_llm(cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> LLMClient:
     """A client for the configured endpoint, or for the embedded server (started on first cache miss)."""
     cache = ResponseCache(cache_dir)
@@ -120,7 +137,7 @@ def open_llm(cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> 
     return LLMClient(
         cfg.endpoint,
         cfg.model,
-        api_key=os.environ.get(cfg.api_key_env),
+        api_key=api_key(cfg),
         cache=cache,
         schema_mode=cfg.schema_mode,
         max_concurrency=cfg.max_concurrency,
@@ -144,7 +161,7 @@ def preflight(cfg: LLMSection) -> str | None:
     it starts on the first cache miss, so a fully cached re-run starts none. Returns what was checked."""
     if cfg.endpoint is None:
         return None
-    with LLMClient(cfg.endpoint, cfg.model, api_key=os.environ.get(cfg.api_key_env), timeout_s=cfg.timeout_s) as c:
+    with LLMClient(cfg.endpoint, cfg.model, api_key=api_key(cfg), timeout_s=cfg.timeout_s) as c:
         return c.check_endpoint(cfg.preflight_timeout_s, key_hint=f"the API key in ${cfg.api_key_env}")
 
 
