@@ -122,14 +122,15 @@ class Setup:
             "HF_HUB_OFFLINE": "1",
         }
 
-    def commands(self, root: Path) -> list[list[str]]:
-        cli = [sys.executable, "-m", "earmark.cli"]
-        common = ["-d", DATASET, "--data-root", str(root)]
-        build = [*cli, "build", str(self.inputs), *common, "--files-per-shard", "3"]
-        build += ["--llm-endpoint", self.llm_url, "--llm-model", "fake-llm"]
+    def build(self, root: Path) -> list[str]:
+        cmd = [sys.executable, "-m", "earmark.cli", "build", str(self.inputs), "-d", DATASET]
+        cmd += ["--data-root", str(root), "--files-per-shard", "3"]
+        return cmd + ["--llm-endpoint", self.llm_url, "--llm-model", "fake-llm"]
+
+    def evaluate(self, root: Path) -> list[str]:
         assert self.predictions is not None
-        evaluate = [*cli, "evaluate", *common, "-p", str(self.predictions), "--subtask", "long"]
-        return [build, evaluate + ["--model-name", "echo"]]
+        cmd = [sys.executable, "-m", "earmark.cli", "evaluate", "-d", DATASET, "--data-root", str(root)]
+        return cmd + ["-p", str(self.predictions), "--subtask", "long", "--model-name", "echo"]
 
 
 def run(cmd: list[str], env: dict[str, str], log: Path, timeout: float = 1800) -> float:
@@ -241,12 +242,10 @@ def reference(setup: Setup, work: Path) -> tuple[Path, list[float], dict[str, di
         root.mkdir(parents=True)
         if i == 1:  # the same LLM answers as the first (a real model's sampling need not repeat)
             shutil.copytree(work / "ref0" / ".llm_cache", root / ".llm_cache")
-        build, evaluate = setup.commands(root)
-        t_build = run(build, setup.env(), root / "log.txt")
-        if setup.predictions is None or i == 0:
+        t_build = run(setup.build(root), setup.env(), root / "log.txt")
+        if i == 0:
             setup.predictions = write_predictions(root, work / "predictions.jsonl")
-            build, evaluate = setup.commands(root)
-        t_eval = run(evaluate, setup.env(), root / "log.txt")
+        t_eval = run(setup.evaluate(root), setup.env(), root / "log.txt")
         roots.append(root)
         times.append([t_build, t_eval])
         hashes.append(content_hashes(root))
@@ -271,7 +270,7 @@ def kill_point(setup: Setup, work: Path, ref_root: Path, i: int, at_s: float, t_
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     shutil.copytree(ref_root / ".llm_cache", root / ".llm_cache")
-    build, evaluate = setup.commands(root)
+    build, evaluate = setup.build(root), setup.evaluate(root)
     log = root / "log.txt"
     if at_s < t_build:
         where = run_killed(build, setup.env(), log, at_s)
@@ -290,7 +289,10 @@ def kill_point(setup: Setup, work: Path, ref_root: Path, i: int, at_s: float, t_
     return point
 
 
-def run_points(work: Path, n_points: int, seed: int, per_domain: int) -> tuple[list[Point], dict]:
+def run_points(
+    work: Path, n_points: int, seed: int, per_domain: int, fractions: list[float] | None = None
+) -> tuple[list[Point], dict]:
+    """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones."""
     from earmark.corpus import generate_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -301,9 +303,10 @@ def run_points(work: Path, n_points: int, seed: int, per_domain: int) -> tuple[l
         setup = Setup(inputs, llm, api)
         ref_root, (t_build, t_eval), ref_hashes, volatile = reference(setup, work)
         rng = random.Random(seed)
+        total = t_build + t_eval
+        times = [f * total for f in fractions] if fractions else [rng.uniform(0.5, total) for _ in range(n_points)]
         points = []
-        for i in range(n_points):
-            at = rng.uniform(0.5, t_build + t_eval)
+        for i, at in enumerate(times):
             point = kill_point(setup, work, ref_root, i, at, t_build)
             diffs = compare(ref_hashes, content_hashes(work / f"point{i:02d}"), volatile)
             point.tables_equal, point.differing = not diffs, diffs

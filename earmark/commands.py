@@ -172,7 +172,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    out = evaluate_flow(
+    out = evaluate_flow.with_options(flow_run_name=f"evaluate · {cfg.dataset}")(
         cfg,
         args.predictions,
         args.subtask,
