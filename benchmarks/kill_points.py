@@ -144,6 +144,7 @@ def run(cmd: list[str], env: dict[str, str], log: Path, timeout: float = 1800) -
 
 def run_killed(cmd: list[str], env: dict[str, str], log: Path, after_s: float) -> str:
     """Start `cmd`, SIGKILL its process group after `after_s`; returns where it was (last run named)."""
+    start = log.stat().st_size if log.exists() else 0
     with log.open("a") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -152,7 +153,9 @@ def run_killed(cmd: list[str], env: dict[str, str], log: Path, after_s: float) -
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
-    names = _LOG_RUN.findall(log.read_text(errors="replace"))
+    with log.open("rb") as fh:
+        fh.seek(start)
+        names = _LOG_RUN.findall(fh.read().decode(errors="replace"))
     return names[-1] if names else "start-up (no run yet)"
 
 

@@ -152,24 +152,28 @@ def _clips(folder: Path, n: int = 2) -> Path:
     return folder
 
 
-def test_the_cli_refuses_a_busy_dataset_with_rc_4_and_writes_nothing(tmp_path):
+def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_duplicated(tmp_path):
     inputs = _clips(tmp_path / "in")
+    cmd = [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", "busy"]
+    cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze"]
+    first = subprocess.Popen(
+        cmd, env=_env(PREFECT_LOGGING_LEVEL="INFO"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    lines = []
+    for line in first.stdout:  # the first build holds the lease once its ingest runs
+        lines.append(line)
+        if "Task run 'ingest/" in line:
+            break
+    second = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    rest, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, ("".join(lines) + rest)[-3000:]
+    assert second.returncode == 4, second.stderr[-2000:]
+    assert "dataset 'busy' is being written by run " in second.stderr and "`earmark build`" in second.stderr
     cat = Catalog(tmp_path / "data", "busy")
-    lease = cat.lease("other-run", "build", stale_after_s=600, heartbeat_s=60).acquire()
-    try:
-        out = subprocess.run(
-            [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", "busy"]
-            + ["--data-root", str(tmp_path / "data"), "--until", "ingest"],
-            env=_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    finally:
-        lease.release()
-    assert out.returncode == 4, out.stderr[-2000:]
-    assert "dataset 'busy' is being written by run other-run" in out.stderr
-    assert cat.query("SELECT count(*) FROM runs") == [(0,)] and cat.query("SELECT count(*) FROM shards") == [(0,)]
+    assert cat.query("SELECT count(*) FROM runs") == [(1,)] and cat.versions() == ["v0001"]
+    assert cat.query("SELECT count(*) FROM (SELECT key, table_name FROM shards GROUP BY ALL HAVING count(*) > 1)") == [
+        (0,)
+    ]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT])
