@@ -21,6 +21,7 @@ from earmark.flows.common import (
     StageResult,
     artifact_key,
     flow_options,
+    load_api_key,
     name_flow_run,
     open_catalog,
     run_summary,
@@ -59,6 +60,7 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
             f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
             "use --until analyze with a subset of experts, or drop --experts"
         )
+    load_api_key(cfg)
     if stop >= 2 and (checked := preflight(cfg.llm)):  # a configured endpoint that is down fails now, not after analyze
         get_run_logger().info("preflight: %s", checked)
     cat = open_catalog(cfg)

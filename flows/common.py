@@ -133,6 +133,23 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
         yield task_runner(cfg, cluster.scheduler_address)
 
 
+def load_api_key(cfg: Config) -> None:
+    """When `[llm] api_key_secret` names a Prefect Secret block and the variable `[llm] api_key_env` is unset,
+    read the block into that variable of this process (never into the config, parameters or logs)."""
+    llm = cfg.llm
+    if not llm.api_key_secret or os.environ.get(llm.api_key_env):
+        return
+    from prefect.blocks.system import Secret
+
+    try:
+        os.environ[llm.api_key_env] = str(Secret.load(llm.api_key_secret).get())
+    except ValueError as exc:
+        raise ValueError(
+            f"[llm] api_key_secret = {llm.api_key_secret!r}: no such Prefect Secret block on the server "
+            f"({exc}); create it in the UI (Blocks → Secret) or set ${llm.api_key_env}"
+        ) from None
+
+
 def write_lease(cfg: Config, cat: Catalog, run_id: str | None, command: str) -> Lease:
     """The dataset's write lease for a command (`with write_lease(...)`): build, rerun, publish and review
     import take it; a second writer of the same dataset waits `[run] lease_wait_s`, then refuses, naming the

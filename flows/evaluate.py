@@ -18,7 +18,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from earmark.config import Config
-from earmark.flows.common import artifact_key, open_catalog, stage_task
+from earmark.flows.common import artifact_key, load_api_key, open_catalog, stage_task
 from earmark.llm.audio import run_model, write_predictions
 from earmark.llm.session import open_llm
 from earmark.stages import evaluate as ev
@@ -84,6 +84,7 @@ def evaluate_flow(
     strict: bool = False,
 ) -> dict:
     cat = open_catalog(cfg, create=False)
+    load_api_key(cfg)
     version = version or cat.latest_version()
     if version is None or version not in cat.versions():
         raise ValueError(

@@ -28,6 +28,7 @@ from earmark.flows.analyze import analyze_flow
 from earmark.flows.common import (
     artifact_key,
     flow_options,
+    load_api_key,
     name_flow_run,
     open_catalog,
     run_tags,
@@ -61,6 +62,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEM_TABLES)}")
     if stage != "synthesize" and items != list(cfg.synthesize.items):
         raise ValueError("--items only applies to --stage synthesize")
+    load_api_key(cfg)
     if stage in ("analyze", "synthesize") and (checked := preflight(cfg.llm)):  # fail before analyze, not after
         get_run_logger().info("preflight: %s", checked)
     g = version_graph(cat, base)

@@ -16,7 +16,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, collect, flow_options, open_catalog, submit
+from earmark.flows.common import StageResult, collect, flow_options, load_api_key, open_catalog, submit
 from earmark.llm.session import LLMSession
 from earmark.stages import evidence, synthesis
 from earmark.stages.base import ShardJob
@@ -44,6 +44,7 @@ def synthesize_flow(
     """
     items = list(cfg.synthesize.items)
     existing = existing or {}
+    load_api_key(cfg)
     session = llm_session(cfg)
     ev_spec = evidence.spec(list(expert_refs), cfg.evidence)
     results = {"evidence": StageResult(), **{item: StageResult() for item in items}}

@@ -113,20 +113,10 @@ class _LazyServerClient(LLMClient):
 
 
 def api_key(cfg: LLMSection) -> str | None:
-    """The endpoint's API key: from the environment variable `api_key_env`, else the Prefect Secret block
-    `api_key_secret` (read from the Prefect server at run time). None when neither is set."""
-    key = os.environ.get(cfg.api_key_env)
-    if key or not cfg.api_key_secret:
-        return key
-    from prefect.blocks.system import Secret
-
-    try:
-        return str(Secret.load(cfg.api_key_secret).get())
-    except ValueError as exc:
-        raise ValueError(
-            f"[llm] api_key_secret = {cfg.api_key_secret!r}: no such Prefect Secret block on the server "
-            f"({exc}); create it in the UI (Blocks → Secret) or set ${cfg.api_key_env}"
-        ) from None
+    """The endpoint's API key, from the environment variable `api_key_env` (None when unset). A Prefect Secret
+    block (`api_key_secret`) is read by the flow (`earmark.flows.common.load_api_key`) into that variable of
+    the flow's process, which its threads and local Dask workers share."""
+    return os.environ.get(cfg.api_key_env)
 
 
 def open_llm(cfg: LLMSection, cache_dir: Path, log_path: Path | None = None) -> LLMClient:

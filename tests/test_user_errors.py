@@ -113,19 +113,27 @@ def test_mecat_score_warns_about_skipped_lines_and_strict_fails(tmp_path, capsys
 def test_the_api_key_comes_from_the_env_else_a_prefect_secret_block(prefect_harness, monkeypatch):
     from prefect.blocks.system import Secret
 
-    from earmark.config import LLMSection
+    from earmark.config import load_config
+    from earmark.flows.common import load_api_key
     from earmark.llm.session import api_key
 
     Secret(value="sk-from-block").save("earmark-test-key", overwrite=True)
-    cfg = LLMSection(
-        endpoint="http://127.0.0.1:9/v1", api_key_env="EARMARK_TEST_KEY_VAR", api_key_secret="earmark-test-key"
+    cfg = load_config(
+        None,
+        {
+            "llm.endpoint": "http://127.0.0.1:9/v1",
+            "llm.api_key_env": "EARMARK_TEST_KEY_VAR",
+            "llm.api_key_secret": "earmark-test-key",
+        },
     )
-    monkeypatch.delenv("EARMARK_TEST_KEY_VAR", raising=False)
-    assert api_key(cfg) == "sk-from-block"
-    assert "sk-from-block" not in cfg.model_dump_json()  # the config holds the block's name only
     monkeypatch.setenv("EARMARK_TEST_KEY_VAR", "sk-from-env")
-    assert api_key(cfg) == "sk-from-env"  # the environment wins
+    load_api_key(cfg)
+    assert api_key(cfg.llm) == "sk-from-env"  # the environment wins
     monkeypatch.delenv("EARMARK_TEST_KEY_VAR")
+    load_api_key(cfg)
+    assert api_key(cfg.llm) == "sk-from-block"
+    assert "sk-from-block" not in cfg.model_dump_json()  # the config holds the block's name only
+    monkeypatch.delenv("EARMARK_TEST_KEY_VAR")
+    missing = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"api_key_secret": "missing-block"})})
     with pytest.raises(ValueError, match="no such Prefect Secret block"):
-        api_key(cfg.model_copy(update={"api_key_secret": "missing-block"}))
-    assert api_key(cfg.model_copy(update={"api_key_secret": None})) is None
+        load_api_key(missing)
