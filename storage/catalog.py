@@ -27,7 +27,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,9 @@ class ShardRef:
     skipped: bool = False
     seconds: float = 0.0  # time inside the stage function (0 when skipped)
     task: str = ""  # the task name, e.g. analyze/asr/shard-0003
+    # LLM requests the stage function made for this shard (calls, cache_hits, prompt_tokens, completion_tokens);
+    # None when it made none or the shard was skipped. Not part of the shard's identity.
+    llm_usage: Mapping[str, int] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
