@@ -103,11 +103,28 @@ class CatalogSection(Section):
     """Where a dataset's DuckLake catalog lives. Default: a SQLite file per dataset (`<data_root>/<dataset>/
     catalog.sqlite`, one machine). A cluster sets `postgres` to a libpq DSN (`host=… dbname=earmark user=…`):
     each dataset gets its own metadata schema there, so version numbers stay per dataset. `data_path`: where
-    the lake writes its Parquet files (default `<data_root>/<dataset>/lake/`; a shared filesystem on a cluster).
-    Stage shard files always stay under `<data_root>`, which every worker must see."""
+    the lake writes its Parquet files (default `<data_root>/<dataset>/lake/`; a shared filesystem or
+    `s3://bucket/prefix` on a cluster). Stage shard files always stay under `<data_root>`, which every worker must
+    see. An `s3://` data path is reached with the `s3_*` settings (an S3-compatible store: `s3_endpoint =
+    "host:port"`, usually `s3_url_style = "path"`); the access key is read from the environment variables they
+    name, never from this file."""
 
     postgres: str | None = None
     data_path: str | None = None
+    s3_endpoint: str | None = None  # host[:port]; None: AWS S3
+    s3_region: str = "us-east-1"
+    s3_url_style: Literal["vhost", "path"] | None = None
+    s3_use_ssl: bool = True
+    s3_key_id_env: str = "AWS_ACCESS_KEY_ID"  # the *names* of the environment variables holding the key
+    s3_secret_env: str = "AWS_SECRET_ACCESS_KEY"
+    s3_session_token_env: str = "AWS_SESSION_TOKEN"  # read only when set (temporary credentials)
+
+    @field_validator("data_path")
+    @classmethod
+    def _local_or_s3(cls, path: str | None) -> str | None:
+        if path and "://" in path and not path.startswith("s3://"):
+            raise ValueError(f"{path!r}: use a local folder or s3://bucket/prefix")
+        return path
 
 
 class EvidenceSection(Section):

@@ -200,11 +200,14 @@ def submit(
     return stage_task.with_options(**options).submit(cfg, job, run_id, wait_for=list(wait_for or []))
 
 
-def collect(cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequence[bool] = ()) -> list[ShardRef]:
+def collect(
+    cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequence[bool] = (), llm: bool = False
+) -> list[ShardRef]:
     """Wait for a stage's shard tasks (results in submission order). In the UI: a progress artifact
     `<dataset>-<stage>-progress` moves as each shard finishes, and a table artifact `<dataset>-<stage>-shards`
-    lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written,
-    and for qc the items kept / rejected) once all are done."""
+    lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
+    the items kept / rejected, and for a stage that asks an LLM (`llm`) its requests, cache hits and tokens)
+    once all are done."""
     if not futures:
         return []
     progress = create_progress_artifact(
@@ -226,14 +229,15 @@ def collect(cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequ
     uses_gpu = list(gpu) or [False] * len(out)
     create_table_artifact(
         key=artifact_key(cfg, f"{stage}-shards"),
-        table=shard_table(open_catalog(cfg), out, uses_gpu),
+        table=shard_table(open_catalog(cfg), out, uses_gpu, llm),
         description=f"{stage} · {cfg.dataset}: one row per shard task",
     )
     return out
 
 
-def shard_table(cat: Catalog, refs: Sequence[ShardRef], gpu: Sequence[bool]) -> list[dict[str, Any]]:
-    """Rows of a stage's shard table artifact (see `collect`)."""
+def shard_table(cat: Catalog, refs: Sequence[ShardRef], gpu: Sequence[bool], llm: bool = False) -> list[dict[str, Any]]:
+    """Rows of a stage's shard table artifact (see `collect`). The LLM columns count what this run sent for
+    the shard: `llm_requests` are HTTP requests (retries included), a skipped shard made none."""
     keys = sorted({r.key for r in refs})
     written = {
         (k, t): n
@@ -256,6 +260,12 @@ def shard_table(cat: Catalog, refs: Sequence[ShardRef], gpu: Sequence[bool]) -> 
                 verdict[item] = verdict.get(item, True) and bool(r["keep"])
             row["items_kept"] = sum(verdict.values())
             row["items_rejected"] = len(verdict) - row["items_kept"]
+        if llm:
+            usage = ref.llm_usage or {}
+            row["llm_requests"] = usage.get("calls", 0)
+            row["llm_cache_hits"] = usage.get("cache_hits", 0)
+            row["prompt_tokens"] = usage.get("prompt_tokens", 0)
+            row["completion_tokens"] = usage.get("completion_tokens", 0)
         row["key"] = ref.key
         rows.append(row)
     return rows

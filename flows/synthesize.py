@@ -81,7 +81,7 @@ def synthesize_flow(
                     captions = job.plan()[0]
                 gen.append((item, shard_futures[item]))
         results["evidence"].refs.extend(collect(cfg, "evidence", ev_futures))
-        for (item, _), ref in zip(gen, collect(cfg, "synthesize", [f for _, f in gen])):
+        for (item, _), ref in zip(gen, collect(cfg, "synthesize", [f for _, f in gen], llm=True)):
             results[item].refs.append(ref)
     finally:
         stats = session.close()

@@ -77,6 +77,41 @@ def shard_budget(seconds: float | None) -> Iterator[None]:
         _SHARD_DEADLINE.reset(token)
 
 
+class ShardUsage:
+    """What the LLM requests made inside `shard_usage()` cost: HTTP requests sent (retries included), answers
+    served from the response cache, prompt and completion tokens. Thread-safe: a stage's worker threads add
+    to the one object their copied context holds."""
+
+    FIELDS = ("calls", "cache_hits", "prompt_tokens", "completion_tokens")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts = dict.fromkeys(self.FIELDS, 0)
+
+    def add(self, deltas: dict[str, float]) -> None:
+        with self._lock:
+            for name in self.FIELDS:
+                self._counts[name] += int(deltas.get(name, 0))
+
+    def totals(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+_SHARD_USAGE: ContextVar[ShardUsage | None] = ContextVar("earmark_llm_shard_usage", default=None)
+
+
+@contextmanager
+def shard_usage() -> Iterator[ShardUsage]:
+    """Count the LLM requests made inside (and in contexts copied from here, like `shard_budget`)."""
+    usage = ShardUsage()
+    token = _SHARD_USAGE.set(usage)
+    try:
+        yield usage
+    finally:
+        _SHARD_USAGE.reset(token)
+
+
 class _BudgetSpent(Exception):
     pass
 
@@ -360,6 +395,8 @@ class LLMClient:
         with self._lock:
             for name, delta in deltas.items():
                 self._stats[name] += delta
+        if (usage := _SHARD_USAGE.get()) is not None:
+            usage.add(deltas)
 
     def _post(self, path: str, body: dict) -> dict:
         return self._post_to(self.base_url, path, body)

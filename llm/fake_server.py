@@ -235,7 +235,11 @@ class FakeLLMServer:
             "object": "chat.completion",
             "model": body.get("model", self.model),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": max(1, len(content) // 4)},
+            # about 4 characters a token, as a real server would count them
+            "usage": {
+                "prompt_tokens": max(1, len(json.dumps(body.get("messages", []))) // 4),
+                "completion_tokens": max(1, len(content) // 4),
+            },
         }
         return status, headers, json.dumps(completion).encode()
 

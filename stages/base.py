@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from earmark import prompts
+from earmark.llm import shard_usage
 from earmark.schemas import TABLES, Record, from_table, to_table
 from earmark.storage import Catalog, ShardMeta, ShardRef, shard_key
 
@@ -115,7 +116,7 @@ def run_job(
         logger.info("%s: shard %s already in the catalog, skipped", job.task_name, key)
         return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True, task=job.task_name)
     t0 = time.perf_counter()
-    with prompts.only(job.spec.prompt_files):
+    with prompts.only(job.spec.prompt_files), shard_usage() as usage:
         out = job.fn(Inputs(cat, job.inputs))
     seconds = time.perf_counter() - t0
     unknown = set(out) - set(writes)
@@ -124,7 +125,8 @@ def run_job(
     tables = {t: to_table(TABLES[t], list(out.get(t, ()))) for t in writes}
     ref = cat.write_shard(key, tables, meta, run_id)
     logger.info("%s: shard %s computed, %d rows in %.1f s", job.task_name, key, ref.rows, time.perf_counter() - t0)
-    return dataclasses.replace(ref, seconds=seconds, task=job.task_name)
+    llm = usage.totals()
+    return dataclasses.replace(ref, seconds=seconds, task=job.task_name, llm_usage=llm if any(llm.values()) else None)
 
 
 def stored(cat: Catalog, ref: ShardRef, table: str) -> list[Any]:

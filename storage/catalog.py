@@ -2,7 +2,8 @@
 
 Where it lives (`earmark.storage.lake.LakeLocation`): the catalog database is `<data_root>/<dataset>/
 catalog.sqlite` on one machine, or a PostgreSQL schema `earmark_<dataset>` for a cluster (`[catalog] postgres`);
-the lake's Parquet data is under `<data_root>/<dataset>/lake/` (or `[catalog] data_path`). Each stage's shard
+the lake's Parquet data is under `<data_root>/<dataset>/lake/` (or `[catalog] data_path`, a folder or
+`s3://bucket/prefix`). Each stage's shard
 files, the content-addressed cache that makes re-runs cheap, stay where every worker can read them:
 `<data_root>/<dataset>/<table>/<key>.parquet` (a shared filesystem on a cluster).
 
@@ -26,7 +27,7 @@ import json
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ import pyarrow as pa
 from earmark.config import Config
 from earmark.schemas import TABLES, arrow_schema
 from earmark.storage import lake
-from earmark.storage.lake import LakeLocation
+from earmark.storage.lake import LakeLocation, S3Access
 from earmark.storage.lease import LEASE_COLUMNS, Lease
 from earmark.storage.paths import inside, plain_name
 from earmark.storage.shards import ShardFile, read_shard, write_shard
@@ -77,6 +78,9 @@ class ShardRef:
     skipped: bool = False
     seconds: float = 0.0  # time inside the stage function (0 when skipped)
     task: str = ""  # the task name, e.g. analyze/asr/shard-0003
+    # LLM requests the stage function made for this shard (calls, cache_hits, prompt_tokens, completion_tokens);
+    # None when it made none or the shard was skipped. Not part of the shard's identity.
+    llm_usage: Mapping[str, int] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ class Catalog:
         *,
         postgres: str | None = None,
         data_path: str | None = None,
+        s3: S3Access | None = None,
         busy_timeout_s: float = 120.0,
         create: bool = True,
         _migrating: bool = False,
@@ -121,7 +126,7 @@ class Catalog:
                 f"existing datasets: {', '.join(existing) or 'none'} (build one with `earmark build … -d {dataset}`)"
             )
         self.dataset = dataset
-        self.location = LakeLocation.for_dataset(self.root, dataset, postgres, data_path)
+        self.location = LakeLocation.for_dataset(self.root, dataset, postgres, data_path, s3)
         self.busy_timeout_s = busy_timeout_s
         legacy = self.root / "catalog.duckdb"
         if legacy.exists() and not _migrating:
@@ -480,6 +485,19 @@ def _version_shards(query: Any, version: str) -> dict[str, list[str]]:
 def open_catalog(cfg: Config, create: bool = True) -> Catalog:
     """The catalog of the configured dataset (`[catalog]` decides SQLite or PostgreSQL); `create=False` for
     commands that only read: an unknown dataset is an error listing the existing ones."""
-    return Catalog(
-        cfg.data_root, cfg.dataset, postgres=cfg.catalog.postgres, data_path=cfg.catalog.data_path, create=create
+    return Catalog(cfg.data_root, cfg.dataset, create=create, **catalog_options(cfg))
+
+
+def catalog_options(cfg: Config) -> dict[str, Any]:
+    """`[catalog]` as Catalog's keyword arguments: the catalog database, the data path, how to reach S3."""
+    c = cfg.catalog
+    s3 = S3Access(
+        endpoint=c.s3_endpoint,
+        region=c.s3_region,
+        url_style=c.s3_url_style,
+        use_ssl=c.s3_use_ssl,
+        key_id_env=c.s3_key_id_env,
+        secret_env=c.s3_secret_env,
+        session_token_env=c.s3_session_token_env,
     )
+    return {"postgres": c.postgres, "data_path": c.data_path, "s3": s3}

@@ -2,10 +2,14 @@
 
 DuckLake keeps table metadata in a catalog database (SQLite for one machine, PostgreSQL for a cluster) and
 the rows in Parquet files under a data path; DuckDB reads it. The extensions come from PyPI wheels
-(`duckdb-extension-ducklake`, `-sqlite`, `-postgres`, pinned to the DuckDB version), so nothing is
-downloaded at run time. DuckDB names an extension's entry point after its file name, and the wheels ship
+(`duckdb-extension-ducklake`, `-sqlite`, `-postgres`, `-httpfs`, pinned to the DuckDB version), so nothing
+is downloaded at run time. DuckDB names an extension's entry point after its file name, and the wheels ship
 `sqlite.duckdb_extension` for the extension DuckDB calls `sqlite_scanner`: the files are copied once,
 under their real names, into `~/.cache/earmark/duckdb-extensions/<duckdb version>/`.
+
+The data path is a local folder or `s3://bucket/prefix` on any S3-compatible store (`S3Access`): then `httpfs`
+is loaded too and each connection gets a temporary DuckDB S3 secret whose key is read from the environment
+when the connection opens, so it is never written to the config, the catalog or an init file.
 
 Several processes may commit to one lake at once; a commit that loses a race raises a transaction error
 ("conflict", or SQLite's "database is locked") and is simply run again (`retrying`). Inside one process,
@@ -31,7 +35,7 @@ from typing import TypeVar
 import duckdb
 
 ALIAS = "lake"
-_WHEELS = {"ducklake": "ducklake", "sqlite_scanner": "sqlite", "postgres_scanner": "postgres"}
+_WHEELS = {"ducklake": "ducklake", "sqlite_scanner": "sqlite", "postgres_scanner": "postgres", "httpfs": "httpfs"}
 T = TypeVar("T")
 
 
@@ -45,7 +49,7 @@ def extension_dir() -> Path:
 
 
 def extension_path(name: str) -> Path:
-    """Path of an extension (`ducklake`, `sqlite_scanner`, `postgres_scanner`) under its real file name."""
+    """Path of an extension (`ducklake`, `sqlite_scanner`, `postgres_scanner`, `httpfs`) under its real file name."""
     wheel = _WHEELS[name]
     try:
         module = importlib.import_module(f"duckdb_extension_{wheel}")
@@ -74,6 +78,50 @@ def _quote(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class S3Access:
+    """How DuckDB reaches an `s3://` data path: the endpoint's settings, and the *names* of the environment
+    variables holding the key (their values are read when a connection opens, never stored)."""
+
+    endpoint: str | None = None  # host[:port] of an S3-compatible store (MinIO, Ceph, …); None: AWS
+    region: str = "us-east-1"  # what requests are signed for (DuckDB signs for "" when a secret names none)
+    url_style: str | None = None  # "path" for most self-hosted stores; None: DuckDB's default (vhost)
+    use_ssl: bool = True
+    key_id_env: str = "AWS_ACCESS_KEY_ID"
+    secret_env: str = "AWS_SECRET_ACCESS_KEY"
+    session_token_env: str = "AWS_SESSION_TOKEN"  # optional: temporary credentials
+
+    def secret_sql(self, *, from_cli_env: bool = False) -> str:
+        """`CREATE SECRET` for this store. The key comes from the environment: read here (`from_cli_env`
+        False), or by the DuckDB CLI's `getenv()` when it runs an init file (so the file holds no key)."""
+        options = ["TYPE s3"]
+        if from_cli_env:
+            options += [f"KEY_ID getenv({_quote(self.key_id_env)})", f"SECRET getenv({_quote(self.secret_env)})"]
+            options.append(f"SESSION_TOKEN getenv({_quote(self.session_token_env)})")
+        else:
+            key_id, secret = os.environ.get(self.key_id_env), os.environ.get(self.secret_env)
+            if not key_id or not secret:
+                raise LakeSetupError(
+                    f"the lake's data path is on S3: set ${self.key_id_env} and ${self.secret_env} to the store's "
+                    f"access key (the names come from [catalog] s3_key_id_env / s3_secret_env)"
+                )
+            options += [f"KEY_ID {_quote(key_id)}", f"SECRET {_quote(secret)}"]
+            if token := os.environ.get(self.session_token_env):
+                options.append(f"SESSION_TOKEN {_quote(token)}")
+        if self.endpoint:
+            options.append(f"ENDPOINT {_quote(self.endpoint)}")
+        if self.region:
+            options.append(f"REGION {_quote(self.region)}")
+        if self.url_style:
+            options.append(f"URL_STYLE {_quote(self.url_style)}")
+        options.append(f"USE_SSL {str(self.use_ssl).lower()}")
+        return f"CREATE OR REPLACE TEMPORARY SECRET earmark_s3 ({', '.join(options)})"
+
+
+def is_remote(data_path: str) -> bool:
+    return "://" in data_path
+
+
+@dataclass(frozen=True)
 class LakeLocation:
     """Where one dataset's lake lives: its catalog database and its data path.
 
@@ -83,25 +131,35 @@ class LakeLocation:
     metadata: str
     data_path: str
     metadata_schema: str | None = None
+    s3: S3Access | None = None  # set when data_path is s3://…
 
     @classmethod
     def for_dataset(
-        cls, root: Path, dataset: str, postgres: str | None = None, data_path: str | None = None
+        cls,
+        root: Path,
+        dataset: str,
+        postgres: str | None = None,
+        data_path: str | None = None,
+        s3: S3Access | None = None,
     ) -> LakeLocation:
         data = data_path.rstrip("/") + f"/{dataset}/" if data_path else str(root / "lake") + "/"
+        if is_remote(data) and not data.startswith("s3://"):
+            raise ValueError(f"[catalog] data_path {data_path!r}: use a local folder or s3://bucket/prefix")
+        s3 = (s3 or S3Access()) if data.startswith("s3://") else None
         if postgres:
             safe = "".join(c if c.isalnum() else "_" for c in dataset.lower())
             if safe != dataset:  # `a-b`, `a_b` and `A_b` must not share a schema (and so their versions)
                 safe += "_" + hashlib.sha1(dataset.encode()).hexdigest()[:8]
-            return cls(metadata=f"postgres:{postgres}", data_path=data, metadata_schema=f"earmark_{safe}")
-        return cls(metadata=f"sqlite:{root / 'catalog.sqlite'}", data_path=data)
+            return cls(metadata=f"postgres:{postgres}", data_path=data, metadata_schema=f"earmark_{safe}", s3=s3)
+        return cls(metadata=f"sqlite:{root / 'catalog.sqlite'}", data_path=data, s3=s3)
 
     @property
     def backend(self) -> str:
         return self.metadata.split(":", 1)[0]
 
     def extensions(self) -> list[str]:
-        return ["ducklake", "postgres_scanner" if self.backend == "postgres" else "sqlite_scanner"]
+        names = ["ducklake", "postgres_scanner" if self.backend == "postgres" else "sqlite_scanner"]
+        return names + (["httpfs"] if self.s3 else [])
 
     def attach_sql(self, alias: str = ALIAS) -> str:
         options = [f"DATA_PATH {_quote(self.data_path)}"]
@@ -110,9 +168,16 @@ class LakeLocation:
         return f"ATTACH {_quote('ducklake:' + self.metadata)} AS {alias} ({', '.join(options)})"
 
     def init_sql(self) -> str:
-        """A DuckDB CLI init file (`duckdb -init FILE`): load the extensions, attach the lake, use it."""
+        """A DuckDB CLI init file (`duckdb -init FILE`): load the extensions, attach the lake, use it. An S3
+        secret reads its key from the environment of the `duckdb` process (the CLI's `getenv`)."""
         lines = [f"-- earmark lake: {self.metadata} (data {self.data_path})"]
         lines += [f"LOAD {_quote(str(extension_path(name)))};" for name in self.extensions()]
+        if self.s3:
+            lines += [
+                f"-- the S3 key is read from ${self.s3.key_id_env} and ${self.s3.secret_env} "
+                f"(and ${self.s3.session_token_env} if set) when duckdb starts",
+                self.s3.secret_sql(from_cli_env=True) + ";",
+            ]
         lines += [self.attach_sql() + ";", f"USE {ALIAS};"]
         return "\n".join(lines) + "\n"
 
@@ -123,11 +188,13 @@ class _Lake:
     def __init__(self, location: LakeLocation):
         if location.backend == "sqlite":
             Path(location.metadata.split(":", 1)[1]).parent.mkdir(parents=True, exist_ok=True)
-        if "://" not in location.data_path:
+        if not is_remote(location.data_path):
             Path(location.data_path).mkdir(parents=True, exist_ok=True)
         self.con = duckdb.connect(config={"autoinstall_known_extensions": False})
         for name in location.extensions():
             self.con.execute(f"LOAD {_quote(str(extension_path(name)))}")
+        if location.s3:
+            self.con.execute(location.s3.secret_sql())
         self.con.execute(location.attach_sql())
         self.con.execute(f"USE {ALIAS}")
         self.lock = threading.RLock()

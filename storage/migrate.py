@@ -12,7 +12,7 @@ import json
 import duckdb
 
 from earmark.config import Config
-from earmark.storage.catalog import Catalog
+from earmark.storage.catalog import Catalog, catalog_options
 
 _COPIED = ("runs", "shards", "manifest")
 
@@ -31,9 +31,7 @@ def migrate_legacy(cfg: Config) -> str:
     finally:
         old.close()
 
-    cat = Catalog(
-        cfg.data_root, cfg.dataset, postgres=cfg.catalog.postgres, data_path=cfg.catalog.data_path, _migrating=True
-    )
+    cat = Catalog(cfg.data_root, cfg.dataset, _migrating=True, **catalog_options(cfg))
     if cat.versions():
         raise RuntimeError(
             f"the DuckLake catalog of {cfg.dataset!r} already has versions {cat.versions()}; not migrating twice"

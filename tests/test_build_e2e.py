@@ -229,6 +229,12 @@ def test_the_prefect_runs_name_and_tag_the_dataset_and_artifacts_are_scoped_by_i
     assert any(r["shard"] == "analyze/asr/shard-0000" and "rows:asr" in r and "gpu_s" in r for r in analyze_rows)
     filter_rows = json.loads(by_key["e2e-filter-shards"][0]["data"])
     assert all("items_kept" in r for r in filter_rows if r["shard"].startswith("filter/shard"))
+    # synthesis shards carry their LLM usage; the second build skipped every shard, so it sent nothing
+    synth_rows = [r for a in by_key["e2e-synthesize-shards"] for r in json.loads(a["data"])]
+    llm_columns = {"llm_requests", "llm_cache_hits", "prompt_tokens", "completion_tokens"}
+    assert synth_rows and all(llm_columns <= set(r) for r in synth_rows)
+    assert any(r["llm_requests"] + r["llm_cache_hits"] > 0 for r in synth_rows if r["status"] == "computed")
+    assert all(r["llm_requests"] == r["completion_tokens"] == 0 for r in synth_rows if r["status"] != "computed")
     summary = by_key["e2e-run-summary"][0]
     assert (
         summary["type"] == "markdown"
