@@ -1,6 +1,7 @@
 """kill -9 at random points of a small build + evaluate, then resume: is every result identical?
 
     .venv/bin/python benchmarks/kill_points.py [--points 20] [--seed 0] [--per-domain 1] [--work-dir DIR]
+        [--event "Task run 'synthesize/" ...]   # also kill 0-3 s after the build's log shows this
 
 A small corpus (the demo generator, `--per-domain` clips of each MECAT domain, 4 s each, 3 files per shard)
 is built with the real `earmark` command line against the fault-injecting OpenAI-compatible server in its
@@ -142,11 +143,15 @@ def run(cmd: list[str], env: dict[str, str], log: Path, timeout: float = 1800) -
     return time.perf_counter() - t0
 
 
-def run_killed(cmd: list[str], env: dict[str, str], log: Path, after_s: float) -> str:
-    """Start `cmd`, SIGKILL its process group after `after_s`; returns where it was (last run named)."""
+def run_killed(cmd: list[str], env: dict[str, str], log: Path, after_s: float, on: str | None = None) -> str:
+    """Start `cmd`, SIGKILL its process group after `after_s` (counted from the first log line containing
+    `on`, when given); returns where it was (the last run named in its log)."""
     start = log.stat().st_size if log.exists() else 0
     with log.open("a") as fh:
         proc = subprocess.Popen(cmd, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        if on is not None:
+            while proc.poll() is None and on not in log.read_bytes()[start:].decode(errors="replace"):
+                time.sleep(0.05)
         try:
             proc.wait(timeout=after_s)
             return "finished before the kill"
@@ -268,14 +273,22 @@ def write_predictions(root: Path, path: Path) -> Path:
     return path
 
 
-def kill_point(setup: Setup, work: Path, ref_root: Path, i: int, at_s: float, t_build: float) -> Point:
+def kill_point(
+    setup: Setup, work: Path, ref_root: Path, i: int, at_s: float, t_build: float, on: str | None = None
+) -> Point:
     root = work / f"point{i:02d}"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     shutil.copytree(ref_root / ".llm_cache", root / ".llm_cache")
     build, evaluate = setup.build(root), setup.evaluate(root)
     log = root / "log.txt"
-    if at_s < t_build:
+    if on is not None:  # at_s after the build's log first shows `on`
+        where = run_killed(build, setup.env(), log, at_s, on)
+        point = Point(i, round(at_s, 1), f"build, {at_s:.1f} s after `{on}`", where)
+        t0 = time.perf_counter()
+        run(build, setup.env(), log)
+        run(evaluate, setup.env(), log)
+    elif at_s < t_build:
         where = run_killed(build, setup.env(), log, at_s)
         point = Point(i, round(at_s, 1), "build", where)
         t0 = time.perf_counter()
@@ -293,9 +306,15 @@ def kill_point(setup: Setup, work: Path, ref_root: Path, i: int, at_s: float, t_
 
 
 def run_points(
-    work: Path, n_points: int, seed: int, per_domain: int, fractions: list[float] | None = None
+    work: Path,
+    n_points: int,
+    seed: int,
+    per_domain: int,
+    fractions: list[float] | None = None,
+    events: list[str] | None = None,
 ) -> tuple[list[Point], dict]:
-    """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones."""
+    """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones;
+    `events`: kill a build 0–3 s (random) after its log first shows each of these strings."""
     from earmark.corpus import generate_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -309,8 +328,10 @@ def run_points(
         total = t_build + t_eval
         times = [f * total for f in fractions] if fractions else [rng.uniform(0.5, total) for _ in range(n_points)]
         points = []
-        for i, at in enumerate(times):
-            point = kill_point(setup, work, ref_root, i, at, t_build)
+        plan: list[tuple[float, str | None]] = [(at, None) for at in times]
+        plan += [(rng.uniform(0.0, 3.0), event) for event in events or []]
+        for i, (at, on) in enumerate(plan):
+            point = kill_point(setup, work, ref_root, i, at, t_build, on)
             diffs = compare(ref_hashes, content_hashes(work / f"point{i:02d}"), volatile)
             point.tables_equal, point.differing = not diffs, diffs
             points.append(point)
@@ -331,10 +352,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--per-domain", type=int, default=1)
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/earmark-kill-points"))
+    ap.add_argument(
+        "--event",
+        action="append",
+        default=[],
+        help='also kill a build 0-3 s after its log first shows this text, e.g. "Task run \'synthesize/"',
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    points, meta = run_points(args.work_dir, args.points, args.seed, args.per_domain)
+    points, meta = run_points(args.work_dir, args.points, args.seed, args.per_domain, events=args.event)
     ok = [p for p in points if p.tables_equal and not p.problems]
     print(
         f"\nreference: build {meta['t_build_s']} s, evaluate {meta['t_evaluate_s']} s; volatile columns "
