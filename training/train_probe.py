@@ -86,6 +86,40 @@ def features_for(tdir: Path, split: str, recs, fx_holder: list):
     return np.concatenate(X), np.concatenate(Y), np.asarray(clip_idx)
 
 
+def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1)):
+    """Per-clip musicnn window features (50 MTT tags + 200-d embedding per 2 s window, see
+    experts/probe/musicnn.py), cached as <tdir>/features/<MUSICNN_VERSION>/<sha1>.npy; rows align with
+    features_for(). With shard=(i, n) only every n-th clip from i is computed (parallel cache filling)."""
+    import soundfile as sf
+    from earmark.experts.probe.model import MUSICNN_VERSION
+    from earmark.experts.probe.musicnn import Musicnn, window_features
+    from earmark.experts.probe.windows import window_bounds
+    fdir = tdir / "features" / MUSICNN_VERSION
+    fdir.mkdir(parents=True, exist_ok=True)
+    out, t0, done = [], time.time(), 0
+    for i, r in enumerate(recs):
+        f = fdir / f"{r['sha1']}.npy"
+        if f.exists():
+            out.append(np.load(f))
+            continue
+        if i % shard[1] != shard[0]:
+            continue
+        if not holder:
+            holder.append(Musicnn())
+        x, sr = sf.read(tdir / "mixes" / split / f"{r['id']}.wav", dtype="float32")
+        assert sr == SR
+        F = window_features(holder[0], x, window_bounds(len(x)))
+        assert len(F) == len(r["windows"]), (r["id"], len(F), len(r["windows"]))
+        np.save(f, F)
+        out.append(F)
+        done += 1
+        if done % 200 == 0:
+            log(f"  musicnn {split}: {i + 1}/{len(recs)} ({(time.time() - t0) / done:.3f} s/clip)")
+    if shard[1] > 1:
+        return None
+    return np.concatenate(out)
+
+
 def fit_mlp_masked(Xtr, Ytr, Xva, Yva, mu, sd, hidden, wd, epochs, seed, patience=10, dropout=0.1, lr=1e-3):
     """MLP heads with a masked BCE (label -1 = ambiguous = don't care), torch on one thread.
     Early stopping on the masked loss of the clip-level holdout windows."""
@@ -175,17 +209,24 @@ def train(a):
                         "--cache", str(a.cache)], check=True)
     parts = train_parts(tdir, not a.no_ext)
     recs, Xs, Ys, cs, hs = [], [], [], [], []
-    fx = []
+    fx, mn = [], []
     for sp, prs in parts:
         if a.limit:
             rng0 = np.random.default_rng(0)
             prs = [prs[i] for i in sorted(rng0.choice(len(prs), size=min(a.limit, len(prs)), replace=False))]
         log(f"{sp} clips: {len(prs)}")
+        if a.musicnn_cache:
+            musicnn_features_for(tdir, sp, prs, mn, tuple(int(v) for v in a.musicnn_cache.split("/")))
+            continue
         X_, Y_, c_ = features_for(tdir, sp, prs, fx)
+        if a.musicnn:
+            X_ = np.concatenate([X_, musicnn_features_for(tdir, sp, prs, mn)], axis=1)
         h_ = holdout_ids(prs, a.holdout, a.seed)   # clip-level holdout, stratified by domain
         hs.append(np.isin(c_, sorted(h_)))
         Xs.append(X_), Ys.append(Y_), cs.append(c_ + len(recs))
         recs += prs
+    if a.musicnn_cache:
+        return tdir
     X, Y, cidx, hmask = np.concatenate(Xs), np.concatenate(Ys), np.concatenate(cs), np.concatenate(hs)
     hold = set(np.unique(cidx[hmask]).tolist())
     log(f"windows: {X.shape}, positives per head: {(Y == 1).mean(axis=0).round(3)}, "
@@ -381,6 +422,9 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--no-ext", action="store_true", help="ignore the train2 (x1 extension) mixes")
     ap.add_argument("--no-eval", action="store_true")
+    ap.add_argument("--musicnn", action="store_true", help="append the musicnn window features (tags + embedding)")
+    ap.add_argument("--musicnn-cache", default="", metavar="I/N",
+                    help="only fill the musicnn feature cache for shard I of N (run N of these in parallel)")
     ap.add_argument("--select", action="store_true",
                     help="only choose the MLP/CNN fusion + decision rule (needs both weights)")
     a = ap.parse_args()

@@ -40,6 +40,7 @@ except ImportError:  # pragma: no cover
     from windows import DOMAINS, SR, domain_code, window_bounds  # type: ignore
 
 FEATURE_VERSION = "v1"
+MUSICNN_VERSION = "mn1"  # cache key of the musicnn window features (experts/probe/musicnn.py)
 WEIGHTS = Path(__file__).resolve().parent / "probe_weights.npz"
 CNN_WEIGHTS = Path(__file__).resolve().parent / "cnn_weights.npz"
 DECISION = Path(__file__).resolve().parent / "tagger_decision.json"
