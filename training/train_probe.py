@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from earmark.experts.probe.model import FEATURE_VERSION, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate  # noqa: E402
+from earmark.experts.probe.model import FEATURE_VERSION, FEATURE_VERSION_MUSICNN, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate  # noqa: E402
 from earmark.experts.probe.windows import DOMAINS, SR, domain_code  # noqa: E402
 
 
@@ -89,9 +89,10 @@ def features_for(tdir: Path, split: str, recs, fx_holder: list):
 def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1)):
     """Per-clip musicnn window features (50 MTT tags + 200-d embedding per 2 s window, see
     experts/probe/musicnn.py), cached as <tdir>/features/<MUSICNN_VERSION>/<sha1>.npy; rows align with
-    features_for(). With shard=(i, n) only every n-th clip from i is computed (parallel cache filling)."""
+    features_for(), each clip's rows transformed by model.musicnn_block(). With shard=(i, n) only every n-th
+    clip from i is computed (parallel cache filling) and nothing is returned."""
     import soundfile as sf
-    from earmark.experts.probe.model import MUSICNN_VERSION
+    from earmark.experts.probe.model import MUSICNN_VERSION, musicnn_block
     from earmark.experts.probe.musicnn import Musicnn, window_features
     from earmark.experts.probe.windows import window_bounds
     fdir = tdir / "features" / MUSICNN_VERSION
@@ -100,7 +101,7 @@ def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tupl
     for i, r in enumerate(recs):
         f = fdir / f"{r['sha1']}.npy"
         if f.exists():
-            out.append(np.load(f))
+            out.append(musicnn_block(np.load(f)))
             continue
         if i % shard[1] != shard[0]:
             continue
@@ -111,7 +112,7 @@ def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tupl
         F = window_features(holder[0], x, window_bounds(len(x)))
         assert len(F) == len(r["windows"]), (r["id"], len(F), len(r["windows"]))
         np.save(f, F)
-        out.append(F)
+        out.append(musicnn_block(F))
         done += 1
         if done % 200 == 0:
             log(f"  musicnn {split}: {i + 1}/{len(recs)} ({(time.time() - t0) / done:.3f} s/clip)")
@@ -234,6 +235,7 @@ def train(a):
     Xtr, Ytr = X[~hmask], Y[~hmask]
     mu = Xtr.mean(axis=0)
     sd = Xtr.std(axis=0) + 1e-4
+    fv = FEATURE_VERSION_MUSICNN if a.musicnn else FEATURE_VERSION
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.time()
     layers, n_ep = fit_mlp_masked(Xtr, Ytr, X[hmask], Y[hmask], mu, sd, hidden, a.alpha, a.epochs, a.seed,
@@ -246,7 +248,7 @@ def train(a):
     # choose aggregation + thresholds on the holdout clips (TRAIN sources only)
     tmp = a.out.with_suffix(".tmp.npz")
     np.savez(tmp, **weights, thresholds=np.array([0.5, 0.5, 0.5], np.float32), agg="max",
-             feature_version=FEATURE_VERSION)
+             feature_version=fv)
     mlp = MLP(tmp)
     tmp.unlink()
     pw = mlp.predict(X[hmask])
@@ -264,10 +266,10 @@ def train(a):
     meta = {"trained": time.strftime("%Y-%m-%d %H:%M"), "n_train_clips": len(recs) - len(hold),
             "n_holdout_clips": len(hold), "n_windows": int(len(Xtr)), "hidden": hidden,
             "alpha": a.alpha, "dropout": a.dropout, "lr": a.lr, "seed": a.seed, "label_version": recs[0].get("label_version"), "holdout_domain_acc": acc, "agg": agg,
-            "thresholds": thr, "feature_version": FEATURE_VERSION, "dim": int(X.shape[1])}
+            "thresholds": thr, "feature_version": fv, "dim": int(X.shape[1])}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(a.out, **weights, thresholds=np.asarray(thr, np.float32), agg=agg,
-                        feature_version=FEATURE_VERSION, meta=json.dumps(meta))
+                        feature_version=fv, meta=json.dumps(meta))
     log(f"wrote {a.out} ({a.out.stat().st_size / 1e6:.2f} MB): {json.dumps(meta)}")
     return tdir
 

@@ -41,6 +41,9 @@ except ImportError:  # pragma: no cover
 
 FEATURE_VERSION = "v1"
 MUSICNN_VERSION = "mn1"  # cache key of the musicnn window features (experts/probe/musicnn.py)
+# feature_version of weights trained on the v1 features + the musicnn block (musicnn_block(): tag logits,
+# embedding, clip maximum of the tag logits); the extractor computes musicnn only for such weights
+FEATURE_VERSION_MUSICNN = FEATURE_VERSION + "+" + MUSICNN_VERSION
 WEIGHTS = Path(__file__).resolve().parent / "probe_weights.npz"
 CNN_WEIGHTS = Path(__file__).resolve().parent / "cnn_weights.npz"
 DECISION = Path(__file__).resolve().parent / "tagger_decision.json"
@@ -191,8 +194,23 @@ class FeatureExtractor:
             Pp=(P**2).sum(axis=0),
         )
 
-    def extract(self, x: np.ndarray):
-        """Return (features (n_windows, D), bounds) for one clip (any length)."""
+    def musicnn_features(self, x: np.ndarray, bounds) -> np.ndarray:
+        """(n_windows, 250) raw musicnn window features (tags, embedding); the model is loaded on first use."""
+        from earmark.experts.probe.musicnn import Musicnn, window_features
+
+        if getattr(self, "musicnn", None) is None:
+            self.musicnn = Musicnn()
+        return window_features(self.musicnn, x, bounds)
+
+    def extract(self, x: np.ndarray, musicnn: bool = False):
+        """Return (features (n_windows, D), bounds) for one clip (any length); with musicnn=True the
+        musicnn_block() of the clip is appended to every window's features."""
+        if musicnn:
+            F, bounds = self.extract(x)
+            x = np.asarray(x, dtype=np.float32).reshape(-1)
+            if len(x) == 0:
+                x = np.zeros(SR // 10, np.float32)
+            return np.concatenate([F, musicnn_block(self.musicnn_features(x, bounds))], axis=1), bounds
         x = np.asarray(x, dtype=np.float32).reshape(-1)
         if len(x) == 0:
             x = np.zeros(SR // 10, np.float32)
@@ -300,6 +318,14 @@ class FeatureExtractor:
             + list(top - top.mean())
         )
         return np.concatenate([e_mean, e_std, e_ns, np.asarray(dsp, np.float32)])
+
+
+def musicnn_block(M: np.ndarray) -> np.ndarray:
+    """Raw musicnn window features of one clip (n_windows, 50 tags + 200 embedding) -> the probe's musicnn
+    block per window: the tag logits, the embedding and the clip's maximum tag logits (same for every window)."""
+    M = np.asarray(M, np.float32)
+    lg = _logit(M[:, :50])
+    return np.concatenate([lg, M[:, 50:], np.broadcast_to(lg.max(axis=0), lg.shape)], axis=1).astype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------
@@ -492,7 +518,7 @@ def tag_clip(
     """Tag one 16 kHz mono clip: per-window and clip probabilities + MECAT domain code."""
     fx, tg = _get(weights, cnn_weights, decision)
     x = np.asarray(samples_16k, dtype=np.float32).reshape(-1)
-    X, bounds = fx.extract(x)
+    X, bounds = fx.extract(x, musicnn=tg.mlp.feature_version == FEATURE_VERSION_MUSICNN)
     mw = mel_windows(logmel(x), bounds) if tg.cnn is not None else None
     p, p_mlp, p_cnn = tg.window_probs(X, mw)
     clip_p = tg.clip(p, p_mlp, p_cnn)
