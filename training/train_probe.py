@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from earmark.experts.probe.model import FEATURE_VERSION, FEATURE_VERSION_MUSICNN, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate  # noqa: E402
+from earmark.experts.probe.model import FEATURE_VERSION, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate  # noqa: E402
 from earmark.experts.probe.windows import DOMAINS, SR, domain_code  # noqa: E402
 
 
@@ -86,22 +86,27 @@ def features_for(tdir: Path, split: str, recs, fx_holder: list):
     return np.concatenate(X), np.concatenate(Y), np.asarray(clip_idx)
 
 
-def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1)):
-    """Per-clip musicnn window features (50 MTT tags + 200-d embedding per 2 s window, see
-    experts/probe/musicnn.py), cached as <tdir>/features/<MUSICNN_VERSION>/<sha1>.npy; rows align with
-    features_for(), each clip's rows transformed by model.musicnn_block(). With shard=(i, n) only every n-th
-    clip from i is computed (parallel cache filling) and nothing is returned."""
+def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1),
+                         kind: str = "mn1"):
+    """Per-clip musicnn window features, cached as <tdir>/features/<kind>/<sha1>.npy; rows align with
+    features_for(). kind "mn1": 50 MTT tags + 200-d embedding per 2 s window, each clip's rows transformed
+    by model.musicnn_block(); "mn1mid": max | mean of the 753 front-/mid-end features (float16 cache); see
+    experts/probe/musicnn.py. With shard=(i, n) only every n-th clip from i is computed (parallel cache
+    filling) and nothing is returned."""
     import soundfile as sf
-    from earmark.experts.probe.model import MUSICNN_VERSION, musicnn_block
-    from earmark.experts.probe.musicnn import Musicnn, window_features
+    from earmark.experts.probe.model import MUSICNN_MID_VERSION, MUSICNN_VERSION, musicnn_block
+    from earmark.experts.probe.musicnn import Musicnn, window_features, window_midend
     from earmark.experts.probe.windows import window_bounds
-    fdir = tdir / "features" / MUSICNN_VERSION
+    assert kind in (MUSICNN_VERSION, MUSICNN_MID_VERSION), kind
+    block = musicnn_block if kind == MUSICNN_VERSION else (lambda M: M.astype(np.float32))
+    compute = window_features if kind == MUSICNN_VERSION else window_midend
+    fdir = tdir / "features" / kind
     fdir.mkdir(parents=True, exist_ok=True)
     out, t0, done = [], time.time(), 0
     for i, r in enumerate(recs):
         f = fdir / f"{r['sha1']}.npy"
         if f.exists():
-            out.append(musicnn_block(np.load(f)))
+            out.append(block(np.load(f)))
             continue
         if i % shard[1] != shard[0]:
             continue
@@ -109,10 +114,10 @@ def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tupl
             holder.append(Musicnn())
         x, sr = sf.read(tdir / "mixes" / split / f"{r['id']}.wav", dtype="float32")
         assert sr == SR
-        F = window_features(holder[0], x, window_bounds(len(x)))
+        F = compute(holder[0], x, window_bounds(len(x)))
         assert len(F) == len(r["windows"]), (r["id"], len(F), len(r["windows"]))
-        np.save(f, F)
-        out.append(musicnn_block(F))
+        np.save(f, F if kind == MUSICNN_VERSION else F.astype(np.float16))
+        out.append(block(F))
         done += 1
         if done % 200 == 0:
             log(f"  musicnn {split}: {i + 1}/{len(recs)} ({(time.time() - t0) / done:.3f} s/clip)")
@@ -217,11 +222,12 @@ def train(a):
             prs = [prs[i] for i in sorted(rng0.choice(len(prs), size=min(a.limit, len(prs)), replace=False))]
         log(f"{sp} clips: {len(prs)}")
         if a.musicnn_cache:
-            musicnn_features_for(tdir, sp, prs, mn, tuple(int(v) for v in a.musicnn_cache.split("/")))
+            musicnn_features_for(tdir, sp, prs, mn, tuple(int(v) for v in a.musicnn_cache.split("/")),
+                                 a.musicnn or "mn1")
             continue
         X_, Y_, c_ = features_for(tdir, sp, prs, fx)
         if a.musicnn:
-            X_ = np.concatenate([X_, musicnn_features_for(tdir, sp, prs, mn)], axis=1)
+            X_ = np.concatenate([X_, musicnn_features_for(tdir, sp, prs, mn, kind=a.musicnn)], axis=1)
         h_ = holdout_ids(prs, a.holdout, a.seed)   # clip-level holdout, stratified by domain
         hs.append(np.isin(c_, sorted(h_)))
         Xs.append(X_), Ys.append(Y_), cs.append(c_ + len(recs))
@@ -235,7 +241,7 @@ def train(a):
     Xtr, Ytr = X[~hmask], Y[~hmask]
     mu = Xtr.mean(axis=0)
     sd = Xtr.std(axis=0) + 1e-4
-    fv = FEATURE_VERSION_MUSICNN if a.musicnn else FEATURE_VERSION
+    fv = f"{FEATURE_VERSION}+{a.musicnn}" if a.musicnn else FEATURE_VERSION
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.time()
     layers, n_ep = fit_mlp_masked(Xtr, Ytr, X[hmask], Y[hmask], mu, sd, hidden, a.alpha, a.epochs, a.seed,
@@ -424,7 +430,8 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--no-ext", action="store_true", help="ignore the train2 (x1 extension) mixes")
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--musicnn", action="store_true", help="append the musicnn window features (tags + embedding)")
+    ap.add_argument("--musicnn", choices=("mn1", "mn1mid"), default=None,
+                    help="append musicnn window features: mn1 = tags + embedding, mn1mid = pooled mid-end")
     ap.add_argument("--musicnn-cache", default="", metavar="I/N",
                     help="only fill the musicnn feature cache for shard I of N (run N of these in parallel)")
     ap.add_argument("--select", action="store_true",

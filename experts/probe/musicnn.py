@@ -249,3 +249,15 @@ def window_features(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
         tags, emb = model.backend(F[f0:f1])
         rows.append(np.concatenate([tags, emb]))
     return np.stack(rows).astype(np.float32)
+
+
+def window_midend(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
+    """(n_windows, 1506) per analysis window: max | mean over a 3 s patch centred on the window of the 753
+    per-frame front-/mid-end features (the back-end's own pooling, before its tag-trained dense layers),
+    rounded to float16 like the training cache."""
+    F = model.frames(logmel_musicnn(x))
+    rows = []
+    for a, b in bounds:
+        f0, f1 = window_frames(a, b, len(F))
+        rows.append(np.concatenate([F[f0:f1].max(axis=0), F[f0:f1].mean(axis=0)]))
+    return np.stack(rows).astype(np.float16).astype(np.float32)
