@@ -23,7 +23,7 @@ system-deps:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq espeak-ng sox ffmpeg >/dev/null; \
 	fi
 
-$(STAMP): requirements/core.txt pyproject.toml
+$(STAMP): requirements/core.txt requirements/nodeps.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "earmark needs Python 3.11 ($(PYTHON) not found)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip wheel "setuptools<80"

@@ -1,7 +1,8 @@
 """MECAT domain from a learned tagger: speech, music and other-sound presence per 2 s window and per clip.
 
 The embedded default for the `domain` slot. A small network over frozen features — the Whisper tiny.en
-encoder the project already ships (CTranslate2), Silero VAD statistics, cheap DSP, and a log-mel CNN —
+encoder the project already ships (CTranslate2), Silero VAD statistics, cheap DSP, and pooled front-/mid-end
+features of the musicnn music tagger (MTT_musicnn, its `musicnn` wheel's checkpoint run by a numpy port) —
 trained on openly licensed Debian game / education / desktop audio mixed at realistic levels
 (`training/`: sources, licences, the train/dev split, the exact commands and the dev-set numbers). Its
 weights are package data of `earmark.experts.probe`; nothing is downloaded. It writes the domain code, the

@@ -86,6 +86,46 @@ def features_for(tdir: Path, split: str, recs, fx_holder: list):
     return np.concatenate(X), np.concatenate(Y), np.asarray(clip_idx)
 
 
+def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1),
+                         kind: str = "mn1"):
+    """Per-clip musicnn window features, cached as <tdir>/features/<kind>/<sha1>.npy; rows align with
+    features_for(). kind "mn1": 50 MTT tags + 200-d embedding per 2 s window, each clip's rows transformed
+    by model.musicnn_block(); "mn1mid": max | mean of the 753 front-/mid-end features (float16 cache); see
+    experts/probe/musicnn.py. With shard=(i, n) only every n-th clip from i is computed (parallel cache
+    filling) and nothing is returned."""
+    import soundfile as sf
+    from earmark.experts.probe.model import MUSICNN_MID_VERSION, MUSICNN_VERSION, musicnn_block
+    from earmark.experts.probe.musicnn import Musicnn, window_features, window_midend
+    from earmark.experts.probe.windows import window_bounds
+    assert kind in (MUSICNN_VERSION, MUSICNN_MID_VERSION), kind
+    block = musicnn_block if kind == MUSICNN_VERSION else (lambda M: M.astype(np.float32))
+    compute = window_features if kind == MUSICNN_VERSION else window_midend
+    fdir = tdir / "features" / kind
+    fdir.mkdir(parents=True, exist_ok=True)
+    out, t0, done = [], time.time(), 0
+    for i, r in enumerate(recs):
+        f = fdir / f"{r['sha1']}.npy"
+        if f.exists():
+            out.append(block(np.load(f)))
+            continue
+        if i % shard[1] != shard[0]:
+            continue
+        if not holder:
+            holder.append(Musicnn())
+        x, sr = sf.read(tdir / "mixes" / split / f"{r['id']}.wav", dtype="float32")
+        assert sr == SR
+        F = compute(holder[0], x, window_bounds(len(x)))
+        assert len(F) == len(r["windows"]), (r["id"], len(F), len(r["windows"]))
+        np.save(f, F if kind == MUSICNN_VERSION else F.astype(np.float16))
+        out.append(block(F))
+        done += 1
+        if done % 200 == 0:
+            log(f"  musicnn {split}: {i + 1}/{len(recs)} ({(time.time() - t0) / done:.3f} s/clip)")
+    if shard[1] > 1:
+        return None
+    return np.concatenate(out)
+
+
 def fit_mlp_masked(Xtr, Ytr, Xva, Yva, mu, sd, hidden, wd, epochs, seed, patience=10, dropout=0.1, lr=1e-3):
     """MLP heads with a masked BCE (label -1 = ambiguous = don't care), torch on one thread.
     Early stopping on the masked loss of the clip-level holdout windows."""
@@ -175,17 +215,25 @@ def train(a):
                         "--cache", str(a.cache)], check=True)
     parts = train_parts(tdir, not a.no_ext)
     recs, Xs, Ys, cs, hs = [], [], [], [], []
-    fx = []
+    fx, mn = [], []
     for sp, prs in parts:
         if a.limit:
             rng0 = np.random.default_rng(0)
             prs = [prs[i] for i in sorted(rng0.choice(len(prs), size=min(a.limit, len(prs)), replace=False))]
         log(f"{sp} clips: {len(prs)}")
+        if a.musicnn_cache:
+            musicnn_features_for(tdir, sp, prs, mn, tuple(int(v) for v in a.musicnn_cache.split("/")),
+                                 a.musicnn or "mn1")
+            continue
         X_, Y_, c_ = features_for(tdir, sp, prs, fx)
+        if a.musicnn:
+            X_ = np.concatenate([X_, musicnn_features_for(tdir, sp, prs, mn, kind=a.musicnn)], axis=1)
         h_ = holdout_ids(prs, a.holdout, a.seed)   # clip-level holdout, stratified by domain
         hs.append(np.isin(c_, sorted(h_)))
         Xs.append(X_), Ys.append(Y_), cs.append(c_ + len(recs))
         recs += prs
+    if a.musicnn_cache:
+        return tdir
     X, Y, cidx, hmask = np.concatenate(Xs), np.concatenate(Ys), np.concatenate(cs), np.concatenate(hs)
     hold = set(np.unique(cidx[hmask]).tolist())
     log(f"windows: {X.shape}, positives per head: {(Y == 1).mean(axis=0).round(3)}, "
@@ -193,6 +241,7 @@ def train(a):
     Xtr, Ytr = X[~hmask], Y[~hmask]
     mu = Xtr.mean(axis=0)
     sd = Xtr.std(axis=0) + 1e-4
+    fv = f"{FEATURE_VERSION}+{a.musicnn}" if a.musicnn else FEATURE_VERSION
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.time()
     layers, n_ep = fit_mlp_masked(Xtr, Ytr, X[hmask], Y[hmask], mu, sd, hidden, a.alpha, a.epochs, a.seed,
@@ -205,7 +254,7 @@ def train(a):
     # choose aggregation + thresholds on the holdout clips (TRAIN sources only)
     tmp = a.out.with_suffix(".tmp.npz")
     np.savez(tmp, **weights, thresholds=np.array([0.5, 0.5, 0.5], np.float32), agg="max",
-             feature_version=FEATURE_VERSION)
+             feature_version=fv)
     mlp = MLP(tmp)
     tmp.unlink()
     pw = mlp.predict(X[hmask])
@@ -223,10 +272,10 @@ def train(a):
     meta = {"trained": time.strftime("%Y-%m-%d %H:%M"), "n_train_clips": len(recs) - len(hold),
             "n_holdout_clips": len(hold), "n_windows": int(len(Xtr)), "hidden": hidden,
             "alpha": a.alpha, "dropout": a.dropout, "lr": a.lr, "seed": a.seed, "label_version": recs[0].get("label_version"), "holdout_domain_acc": acc, "agg": agg,
-            "thresholds": thr, "feature_version": FEATURE_VERSION, "dim": int(X.shape[1])}
+            "thresholds": thr, "feature_version": fv, "dim": int(X.shape[1])}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(a.out, **weights, thresholds=np.asarray(thr, np.float32), agg=agg,
-                        feature_version=FEATURE_VERSION, meta=json.dumps(meta))
+                        feature_version=fv, meta=json.dumps(meta))
     log(f"wrote {a.out} ({a.out.stat().st_size / 1e6:.2f} MB): {json.dumps(meta)}")
     return tdir
 
@@ -381,6 +430,10 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--no-ext", action="store_true", help="ignore the train2 (x1 extension) mixes")
     ap.add_argument("--no-eval", action="store_true")
+    ap.add_argument("--musicnn", choices=("mn1", "mn1mid"), default=None,
+                    help="append musicnn window features: mn1 = tags + embedding, mn1mid = pooled mid-end")
+    ap.add_argument("--musicnn-cache", default="", metavar="I/N",
+                    help="only fill the musicnn feature cache for shard I of N (run N of these in parallel)")
     ap.add_argument("--select", action="store_true",
                     help="only choose the MLP/CNN fusion + decision rule (needs both weights)")
     a = ap.parse_args()

