@@ -6,12 +6,7 @@ TensorFlow is not needed to run this test, only the `musicnn` wheel's checkpoint
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
-import pytest
-
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("musicnn") is None, reason="musicnn wheel not installed")
 
 # sigmoid tag outputs of the TF graph (6 decimals) and the first 8 values of its 200-d "penultimate" embedding
 TF_TAGS = [
