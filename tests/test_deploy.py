@@ -171,12 +171,12 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
             assert run.name == "deployed build · sched"
             subruns = client.read_flow_runs(
                 flow_run_filter=FlowRunFilter(
-                    name=FlowRunFilterName(any_=["build · sched", "analyze · sched", "publish · sched · v0001"])
+                    name=FlowRunFilterName(any_=["build · sched · v0001", "analyze · sched", "publish · sched · v0001"])
                 ),
                 sort=FlowRunSort.START_TIME_DESC,
                 limit=20,
             )
-            assert {r.name for r in subruns} == {"build · sched", "analyze · sched", "publish · sched · v0001"}
+            assert {r.name for r in subruns} == {"build · sched · v0001", "analyze · sched", "publish · sched · v0001"}
             assert all(r.state.is_completed() for r in subruns)
             artifacts = client.request(
                 "POST", "/artifacts/filter", json={"artifacts": {"key": {"like_": "sched-"}}, "limit": 50, "offset": 0}
