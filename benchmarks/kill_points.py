@@ -1,7 +1,7 @@
 """kill -9 at random points of a small build + evaluate, then resume: is every result identical?
 
     .venv/bin/python benchmarks/kill_points.py [--points 20] [--seed 0] [--per-domain 1] [--work-dir DIR]
-        [--event "Task run 'synthesize/" ...]   # also kill 0-3 s after the build's log shows this
+        [--event "Task run 'evidence/" ...] [--event-delay 3]   # also kill 0-3 s after the log shows this
 
 A small corpus (the demo generator, `--per-domain` clips of each MECAT domain, 4 s each, 3 files per shard)
 is built with the real `earmark` command line against the fault-injecting OpenAI-compatible server in its
@@ -312,9 +312,10 @@ def run_points(
     per_domain: int,
     fractions: list[float] | None = None,
     events: list[str] | None = None,
+    event_delay_s: float = 3.0,
 ) -> tuple[list[Point], dict]:
     """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones;
-    `events`: kill a build 0–3 s (random) after its log first shows each of these strings."""
+    `events`: kill a build 0–`event_delay_s` s (random) after its log first shows each of these strings."""
     from earmark.corpus import generate_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -329,7 +330,7 @@ def run_points(
         times = [f * total for f in fractions] if fractions else [rng.uniform(0.5, total) for _ in range(n_points)]
         points = []
         plan: list[tuple[float, str | None]] = [(at, None) for at in times]
-        plan += [(rng.uniform(0.0, 3.0), event) for event in events or []]
+        plan += [(rng.uniform(0.0, event_delay_s), event) for event in events or []]
         for i, (at, on) in enumerate(plan):
             point = kill_point(setup, work, ref_root, i, at, t_build, on)
             diffs = compare(ref_hashes, content_hashes(work / f"point{i:02d}"), volatile)
@@ -358,10 +359,13 @@ def main() -> int:
         default=[],
         help='also kill a build 0-3 s after its log first shows this text, e.g. "Task run \'synthesize/"',
     )
+    ap.add_argument("--event-delay", type=float, default=3.0, help="kill 0 to this many s after an --event")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     t0 = time.perf_counter()
-    points, meta = run_points(args.work_dir, args.points, args.seed, args.per_domain, events=args.event)
+    points, meta = run_points(
+        args.work_dir, args.points, args.seed, args.per_domain, events=args.event, event_delay_s=args.event_delay
+    )
     ok = [p for p in points if p.tables_equal and not p.problems]
     print(
         f"\nreference: build {meta['t_build_s']} s, evaluate {meta['t_evaluate_s']} s; volatile columns "

@@ -12,8 +12,10 @@ from kill_points import run_points  # noqa: E402
 
 
 def test_kill_9_in_a_build_and_in_an_evaluation_then_resume(tmp_path):
-    # one kill near the end of the evaluation, one 0-3 s after the build's LLM synthesis started
-    points, meta = run_points(tmp_path, 0, seed=0, per_domain=1, fractions=[0.9], events=["Task run 'synthesize/"])
+    # one kill near the end of the evaluation, one within 1 s of the first evidence shard: during LLM synthesis
+    points, meta = run_points(
+        tmp_path, 0, seed=0, per_domain=1, fractions=[0.9], events=["Task run 'evidence/"], event_delay_s=1.0
+    )
     assert meta["volatile"] == []  # two uninterrupted builds agree on every column
     assert points[0].command == "evaluate" and points[1].command.startswith("build, ")
     for p in points:
