@@ -98,6 +98,17 @@ class LLMSection(Section):
     embedded_servers: int = Field(0, ge=0, le=16)  # embedded only: single-slot server processes; 0 = one per core
     seed: int = 0  # sampling seed; each prompt file carries its own temperature and max_tokens
 
+    @field_validator("endpoint")
+    @classmethod
+    def _no_credentials_in_url(cls, url: str | None) -> str | None:
+        # the endpoint is stored in the catalog's run rows and passed as a Prefect parameter: no secret in it
+        if url and "@" in url.split("//", 1)[-1].split("/", 1)[0]:
+            raise ValueError(
+                "the endpoint URL carries credentials (user:key@host); give the URL without them and put the key "
+                "in the environment variable [llm] api_key_env names (or a Prefect Secret block, api_key_secret)"
+            )
+        return url
+
 
 class CatalogSection(Section):
     """Where a dataset's DuckLake catalog lives. Default: a SQLite file per dataset (`<data_root>/<dataset>/
@@ -290,6 +301,10 @@ def load_config(path: Path | None = None, overrides: dict[str, Any] | None = Non
         return Config(**_nest(overrides or {}))
     except ValidationError as exc:
         where = f" (file {file}, EARMARK_* environment, flags)" if file else " (EARMARK_* environment, flags)"
-        raise ConfigError(f"invalid configuration{where}:\n{exc}") from exc
+        # each problem without the offending value: a value can be a secret (a key pasted into a URL)
+        problems = "\n".join(
+            f"  {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)
+        )
+        raise ConfigError(f"invalid configuration{where}:\n{problems}") from None
     finally:
         _toml.reset(token)

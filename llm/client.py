@@ -127,6 +127,16 @@ class LLMResult:
     error: str | None = None
 
 
+def shown_url(url: str) -> str:
+    """`url` for messages and logs: credentials in it (`https://user:key@host/…`) are replaced by `***`."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return parts._replace(netloc=netloc).geturl()
+
+
 def is_loopback_url(url: str) -> bool:
     host = (urlsplit(url).hostname or "").strip("[]")
     if host == "localhost":
@@ -338,7 +348,7 @@ class LLMClient:
         """One cheap request before a run spends time on anything else: GET /models, and when that is not
         served (404/405) or does not list the model, a 1-token chat completion. Returns what was checked;
         raises LLMEndpointError naming the endpoint, the model and what to check."""
-        where = f"the LLM endpoint {self.base_url} (model {self.model!r})"
+        where = f"the LLM endpoint {shown_url(self.base_url)} (model {self.model!r})"
         t0 = time.perf_counter()
         timeout = httpx.Timeout(timeout_s)
         try:
@@ -407,7 +417,7 @@ class LLMClient:
             failures, last = self._failures, self._last_failure
         if self.breaker_failures and failures >= self.breaker_failures:
             raise CircuitOpenError(
-                f"the LLM endpoint {self.base_url} (model {self.model!r}) failed {failures} request{'s' * (failures != 1)} in a row "
+                f"the LLM endpoint {shown_url(self.base_url)} (model {self.model!r}) failed {failures} request{'s' * (failures != 1)} in a row "
                 f"(last: {last}); this run sends it no more requests. Check the server, then run the same "
                 "command again: the shards finished so far are kept and it resumes from them",
                 attempts=0,
@@ -468,14 +478,16 @@ class LLMClient:
                     return json.loads(text)
                 except ValueError:
                     raise LLMEndpointError(
-                        f"POST {url} returned 200 with a non-JSON body: {text[:300]!r}", status=200, attempts=attempts
+                        f"POST {shown_url(url)} returned 200 with a non-JSON body: {text[:300]!r}",
+                        status=200,
+                        attempts=attempts,
                     ) from None
             if status in RETRY_STATUS:
                 last = f"HTTP {status}: {text[:300]}"
                 retry_after = after
                 continue
             raise LLMEndpointError(
-                f"POST {url} (model {self.model!r}) was rejected with HTTP {status}: "
+                f"POST {shown_url(url)} (model {self.model!r}) was rejected with HTTP {status}: "
                 f"{text[:500]} -- check the model name, api_key and schema_mode={self.schema_mode!r}",
                 status=status,
                 attempts=attempts,
@@ -487,7 +499,7 @@ class LLMClient:
             else f"the time budget ({budget})"
         )
         raise LLMEndpointError(
-            f"POST {url} (model {self.model!r}) failed after {attempts} attempts in {spent:.1f} s, having spent "
+            f"POST {shown_url(url)} (model {self.model!r}) failed after {attempts} attempts in {spent:.1f} s, having spent "
             f"{limit} (last: {last or 'no attempt fitted in the budget'}); is the LLM server running and reachable?",
             attempts=attempts,
             transient=True,

@@ -137,3 +137,14 @@ def test_the_api_key_comes_from_the_env_else_a_prefect_secret_block(prefect_harn
     missing = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"api_key_secret": "missing-block"})})
     with pytest.raises(ValueError, match="no such Prefect Secret block"):
         load_api_key(missing)
+
+
+def test_a_key_in_the_endpoint_url_is_refused_and_never_echoed():
+    from earmark.config import ConfigError, load_config
+    from earmark.llm.client import shown_url
+
+    with pytest.raises(ConfigError) as err:
+        load_config(None, {"llm.endpoint": "https://user:sk-s3cret@llm.example/v1"})
+    assert "carries credentials" in str(err.value) and "sk-s3cret" not in str(err.value)
+    assert shown_url("https://user:sk-s3cret@llm.example:8443/v1") == "https://***@llm.example:8443/v1"
+    assert shown_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
