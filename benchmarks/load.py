@@ -137,7 +137,9 @@ def measure(name: str, inputs: Path, root: Path, until: str, env: dict[str, str]
     from earmark.storage import Catalog
 
     cat = Catalog(root, name, create=False)
-    stats = json.loads(cat.query("SELECT stats_json FROM runs WHERE status = 'ok' ORDER BY started_at LIMIT 1")[0][0])
+    # the measured run: the second-to-last ok run (the last is the no-op re-run)
+    ok = cat.query("SELECT stats_json FROM runs WHERE status = 'ok' ORDER BY started_at DESC LIMIT 2")
+    stats = json.loads(ok[-1][0])
     clips = cat.query("SELECT count(*) FROM clips")[0][0]
     ds = root / name
     return {
