@@ -22,12 +22,8 @@ import contextlib
 import os
 import platform
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -65,30 +61,11 @@ def _warm_up() -> None:
 def prefect_server(home: Path):
     """A real Prefect server on loopback for the whole benchmark (its start-up is not timed); Dask worker
     processes inherit PREFECT_API_URL, so they report to it instead of each starting an ephemeral one."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}/api"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(1)
+    from kill_points import prefect_server as loopback_server
+
+    with loopback_server(home) as url:
         os.environ["PREFECT_API_URL"] = url
         yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(30)
 
 
 def run_once(inputs: Path, root: Path, runner: str, workers: int, files_per_shard: int) -> dict[str, float]:
