@@ -1,7 +1,8 @@
 """Load: thousands of short clips through ingest, analyze (embedded experts) and synthesis against a fast fake
 LLM, measuring earmark itself — peak memory, throughput per stage over time, catalog size, no-op re-run.
 
-    .venv/bin/python benchmarks/load.py --clips 5000 [--until publish] [--analyze-clips N] [--work-dir DIR]
+    .venv/bin/python benchmarks/load.py --clips 5000 [--until publish] [--analyze-clips N] [--llm-concurrency K]
+        [--work-dir DIR]
 
 Generates `--clips` 2 s clips (seeded noise, tones and pulses; 16 kHz PCM), then runs the real `earmark
 build` command line — 64 files per shard, the embedded profile, the threads runner — reporting to one Prefect
@@ -166,6 +167,12 @@ def main() -> int:
     ap.add_argument("--until", default="publish", choices=["ingest", "analyze", "synthesize", "filter", "publish"])
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/earmark-load"))
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--llm-concurrency",
+        type=int,
+        default=1,
+        help="[llm] max_concurrency for the build (requests in flight to the fake server; default 1)",
+    )
     args = ap.parse_args()
     work = args.work_dir
     work.mkdir(parents=True, exist_ok=True)
@@ -175,6 +182,7 @@ def main() -> int:
     results = []
     with prefect_server(work / "prefect-home") as api, fake_llm(free_port()) as llm:
         env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_API_URL": api, "PREFECT_LOGGING_LEVEL": "INFO"}
+        env["EARMARK_LLM__MAX_CONCURRENCY"] = str(args.llm_concurrency)
         root = work / "data"
         if args.analyze_clips:
             results.append(measure(f"load{args.clips}", inputs, root, "ingest", env, llm))
