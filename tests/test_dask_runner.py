@@ -1,5 +1,5 @@
-"""`[run] task_runner = "dask"`: the same build on a 2-process local Dask cluster and on threads publishes
-the same tables; what the tasks receive pickles."""
+"""`[run] task_runner = "dask"`: the same whole build (ingest to publish) on a 2-process local Dask cluster and
+on threads publishes the same tables; what the tasks receive pickles."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from conftest import CatalogConnection
 
 from earmark.config import load_config
+from earmark.llm.fake_server import FakeLLMServer
 
 # columns that legitimately differ between two builds into two data roots (none in the expert tables)
 VARYING = {"run_id", "created_at", "started_at", "finished_at", "decided_at", "path"}
@@ -67,7 +68,7 @@ def test_dask_and_threads_builds_publish_the_same_tables(tmp_path, prefect_harne
         if item.domain in {"000", "S00", "0M0"}:
             shutil.copy(item.path, inputs / item.path.name)
 
-    def build(runner: str) -> dict:
+    def build(runner: str, endpoint: str) -> dict:
         cfg = load_config(
             None,
             {
@@ -77,14 +78,25 @@ def test_dask_and_threads_builds_publish_the_same_tables(tmp_path, prefect_harne
                 "ingest.files_per_shard": 1,
                 "run.task_runner": runner,
                 "run.dask_workers": 2,
+                "llm.endpoint": endpoint,
+                "llm.model": "fake-llm",
             },
         )
-        return run_build(cfg, until="analyze")
+        return run_build(cfg)
 
-    on_dask, on_threads = build("dask"), build("threads")
+    # The whole build, synthesis, filter and publish included. The LLM is the fault-injecting server in its
+    # well-behaved mode, and the Dask build reads the thread build's request cache (a copy of its
+    # .llm_cache): this test is about orchestration, not sampling, so both see the same replies.
+    with FakeLLMServer("ok") as llm:
+        on_threads = build("threads", llm.base_url)
+        shutil.copytree(tmp_path / "threads" / ".llm_cache", tmp_path / "dask" / ".llm_cache")
+        asked = llm.requests
+        on_dask = build("dask", llm.base_url)
+        assert asked > 0 and llm.requests == asked  # every Dask request was a cache hit
     assert on_dask["version"] == on_threads["version"] == "v0001"
     assert on_dask["shards"] == on_threads["shards"] and on_dask["shards"]["ingest"]["computed"] == 3
     dask_tables, thread_tables = table_hashes(tmp_path / "dask" / "same"), table_hashes(tmp_path / "threads" / "same")
     assert dask_tables["clips"][0] >= 3 and dask_tables["asr"][0] == dask_tables["clips"][0]  # a long file: 2 clips
+    assert {"captions", "qa", "entailment", "instructions", "qc", "claims"} <= set(dask_tables)
     different = {t for t in dask_tables if dask_tables[t] != thread_tables.get(t)}
     assert not different, {t: (dask_tables[t], thread_tables.get(t)) for t in different}
