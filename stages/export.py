@@ -331,7 +331,14 @@ def push(folder: Path, repo: str, token: str, message: str) -> str:
     from huggingface_hub import HfApi
 
     api = HfApi(token=token)
-    with _hub_online():
-        api.create_repo(repo, repo_type="dataset", exist_ok=True)
-        info = api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset", commit_message=message)
+    try:
+        with _hub_online():
+            api.create_repo(repo, repo_type="dataset", exist_ok=True)
+            info = api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset", commit_message=message)
+    except Exception as exc:  # HTTP, auth, network: one line for the user, the export stays
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ValueError(
+            f"uploading {folder} to the Hugging Face dataset {repo!r} failed ({type(exc).__name__}: {first}); "
+            "the export itself is complete there — check the token's write access and the repo name"
+        ) from exc
     return str(getattr(info, "commit_url", info))

@@ -300,3 +300,34 @@ def test_push_uploads_the_folder_with_a_token_and_refuses_without(lake, tmp_path
     assert files == ["README.md", "captions", "entailment", "instructions", "qa"] and token == "hf_test_token"
     assert (up["folder_path"], up["repo_id"], up["repo_type"]) == (str(out), "someone/ex", "dataset")
     assert "uploaded to https://huggingface.co/datasets/someone/ex" in capsys.readouterr().out
+
+    def refused(self, **kw):
+        raise PermissionError("403 Forbidden: no write access\nmore detail")
+
+    monkeypatch.setattr(HfApi, "upload_folder", refused)
+    again = tmp_path / "again"
+    assert _export(root, "audiobench", again, "--push", "someone/ex") == 2
+    err = capsys.readouterr().err
+    assert "PermissionError: 403 Forbidden: no write access)" in err and err.count("\n") == 1
+    assert (again / "README.md").exists() and constants.is_offline_mode()
+
+
+def test_a_failed_export_leaves_nothing(lake, tmp_path, monkeypatch):
+    from earmark.stages import formats
+
+    root, _, _, _ = lake
+
+    def broken(*args, **kw):
+        yield next(iter(original(*args, **kw)))
+        raise OSError("disk full")
+
+    original = formats.clip_audio
+    monkeypatch.setattr(formats, "clip_audio", broken)
+    out = tmp_path / "half"
+    with pytest.raises(OSError, match="disk full"):
+        _export(root, "lhotse", out)
+    assert not out.exists()
+    (out := tmp_path / "empty").mkdir()
+    with pytest.raises(OSError, match="disk full"):
+        _export(root, "hf", out)
+    assert out.is_dir() and not any(out.iterdir())
