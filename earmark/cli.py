@@ -7,6 +7,8 @@ earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat A
 earmark rerun -d NAME --stage synthesize --items entailment   re-run one stage after a prompt edit + diff
 earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
 earmark sql -d NAME "SELECT …"     query a dataset's catalog
+earmark export -d NAME --format hf -o DIR   a version's kept items for other tools (hf, mecat, audiobench,
+                                   entailment, lhotse); --push REPO uploads an hf/audiobench folder to the Hub
 earmark review export -d NAME -o SHEET.csv   items to review (human verification) as a sheet
 earmark review import -d NAME SHEET.csv      store decisions, publish a version applying them
 earmark corpus OUT_DIR             only generate the sample corpus
@@ -35,6 +37,7 @@ from earmark.commands import (  # noqa: E402
     cmd_demo,
     cmd_deploy,
     cmd_evaluate,
+    cmd_export,
     cmd_llm_serve,
     cmd_mecat_score,
     cmd_migrate,
@@ -253,6 +256,31 @@ def parser() -> argparse.ArgumentParser:
     ri.add_argument("--reviewer", default="reviewer", help="name stored with rows whose reviewer column is empty")
     ri.add_argument("--version", help="the version the sheet was exported from (default: latest)")
     ri.set_defaults(fn=cmd_review)
+
+    x = sub.add_parser(
+        "export",
+        help="write a version's kept items (every QC check kept them) as files for other tools, "
+        "optionally upload them to the Hugging Face Hub",
+    )
+    _common(x)
+    x.add_argument("--version", help="dataset version (default: the latest published)")
+    x.add_argument(
+        "--format",
+        required=True,
+        choices=["hf", "mecat", "audiobench", "entailment", "lhotse"],
+        help="hf: a Hugging Face datasets folder (configs captions, qa, entailment, instructions; audio embedded); "
+        "mecat: caption/ and qa/ reference JSONL; audiobench: IFEval-Audio in AudioBench's columns (datasets "
+        "folder); entailment: the Audio Entailment CSV + audio/<clip>.wav; lhotse: cuts.jsonl + audio/",
+    )
+    x.add_argument("-o", "--out", type=Path, required=True, help="a new or empty folder to write into")
+    x.add_argument(
+        "--push",
+        metavar="REPO",
+        help="with --format hf or audiobench: upload the folder to this Hugging Face dataset repo "
+        "(user/name; needs HF_TOKEN or `hf auth login`)",
+    )
+    x.add_argument("--license", default="other", help="license id for the dataset card (default: other)")
+    x.set_defaults(fn=cmd_export)
 
     q = sub.add_parser(
         "sql",

@@ -281,6 +281,34 @@ def cmd_review(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    """A published version's kept items as files for other tools (earmark.stages.export); `--push` uploads them."""
+    from earmark.stages.export import HUB_FORMATS, check_out_dir, export, hub_token, push, resolve_version
+    from earmark.storage import open_catalog
+
+    cfg = _config(args, "default")
+    if args.push and args.format not in HUB_FORMATS:
+        raise ValueError(f"--push uploads a Hugging Face dataset folder: use --format {' or '.join(HUB_FORMATS)}")
+    cat = open_catalog(cfg, create=False)
+    version = resolve_version(cat, args.version)
+    check_out_dir(args.out)
+    token = hub_token() if args.push else None  # before any work: no token, nothing written
+    counts = export(cat, version, args.format, args.out, license=args.license)
+    print(
+        f"{cfg.dataset} {version} exported as {args.format} to {args.out}: "
+        + ", ".join(f"{k} {v}" for k, v in counts.items())
+    )
+    if counts.get("skipped_clips"):
+        print(
+            f"  {counts['skipped_clips']} clip(s) left out: the Audio Entailment CSV needs an entailment, a neutral and "
+            "a contradiction hypothesis per clip that every QC check kept"
+        )
+    if token:
+        url = push(args.out, args.push, token, f"earmark export {cfg.dataset} {version} ({args.format})")
+        print(f"uploaded to https://huggingface.co/datasets/{args.push} ({url})")
+    return 0
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from earmark.storage import open_catalog
 

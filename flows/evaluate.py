@@ -24,6 +24,7 @@ from earmark.llm.session import open_llm
 from earmark.stages import evaluate as ev
 from earmark.stages import evaluation as evn
 from earmark.stages.base import ShardJob
+from earmark.stages.formats import clip_audio
 from earmark.storage.paths import inside, plain_name
 
 
@@ -34,7 +35,7 @@ def run_model_task(cfg: Config, version: str, endpoint: str, model_id: str, task
     requests = evn.model_requests(cat, version, tasks, cfg.synthesize.prompt_dir)
     subtasks = sorted({s for reqs in requests.values() for s, _, _ in reqs})
     preds = run_model(
-        evn.clip_audio(cat, version, list(requests)),
+        clip_audio(cat, version, list(requests)),
         dict.fromkeys(subtasks, ""),
         endpoint,
         model_id,

@@ -275,13 +275,3 @@ def model_requests(
     if not requests:
         raise ValueError(f"version {version} has no kept items for {', '.join(tasks)}; nothing to ask the model")
     return requests
-
-
-def clip_audio(cat: Catalog, version: str, ids: Sequence[str], batch: int = 64):
-    """(clip_id, FLAC bytes) of the clips, read lazily in batches."""
-    ids = sorted(ids)
-    for i in range(0, len(ids), batch):
-        yield from cat.query(
-            f"SELECT clip_id, audio_flac FROM {version}.clips WHERE clip_id IN (SELECT unnest(?::VARCHAR[]))",
-            [ids[i : i + batch]],
-        )

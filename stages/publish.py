@@ -16,20 +16,15 @@ from pathlib import Path
 
 from earmark.schemas import ITEM_TABLES, ExportFile
 from earmark.schemas.records import CAPTION_KINDS
+from earmark.stages import formats
 from earmark.stages.base import Inputs, StageSpec
+from earmark.stages.formats import kept_items
 from earmark.stages.review import REVIEW_VERSION, review_overlay
 from earmark.storage import Catalog
 from earmark.storage.paths import inside, plain_name, version_name
 from earmark.storage.shards import file_sha256
 
-PUBLISH_VERSION = "1"
-
-_KEPT = "(SELECT item_id FROM {v}.qc GROUP BY item_id HAVING bool_and(keep))"
-
-
-def kept_items(version: str) -> str:
-    """SQL subquery of the item ids every QC check of `version` kept (what exports and evaluation use)."""
-    return _KEPT.format(v=version_name(version))
+PUBLISH_VERSION = "2"  # 2: entailment and ifeval exports in their benchmarks' columns
 
 
 def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
@@ -75,53 +70,22 @@ def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
 
 
 def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
-    """Write the kept entailment and instruction items in their benchmarks' shapes.
+    """Write the kept entailment and instruction items in their benchmarks' columns (earmark.stages.formats).
 
-    - `entailment/entailment.csv`: audio (clip id), caption (the premise), hypothesis, label — the columns
-      of the Audio Entailment (CLE/ACE) release;
-    - `ifeval/ifeval.jsonl`: AudioBench-style records {audio, instruction, answer, dimension, rule,
-      rule_content} that `metrics.ifeval.ifeval_scores` reads once `model_prediction` is added.
+    - `entailment/entailment.csv`: the Audio Entailment CSV, one row per clip with its three hypotheses
+      (`Audio file` names `<clip_id>.wav`; `earmark export --format entailment` writes the audio beside it);
+    - `ifeval/ifeval.jsonl`: AudioBench's IFEval-Audio columns, `context` = the clip id (`earmark export
+      --format audiobench` embeds the audio).
+    The audio itself stays in table `clips`: a version's exports are its text, not a copy of its clips.
     """
-    import csv
-    import io
-
-    kept = kept_items(version)
-    ent = cat.query(
-        f"SELECT clip_id, premise, hypothesis, label, domain FROM {version}.entailment "
-        f"WHERE item_id IN {kept} ORDER BY clip_id, label"
-    )
-    ins = cat.query(
-        f"SELECT clip_id, instruction, answer, dimension, rule, rule_content, domain "
-        f"FROM {version}.instructions WHERE item_id IN {kept} ORDER BY clip_id, item_id"
-    )
+    ent, skipped = formats.entailment_rows(cat, version)
+    ins = formats.audiobench_rows(cat, version)
     if ent:
-        buf = io.StringIO()
-        writer = csv.writer(buf)
-        writer.writerow(["audio", "caption", "hypothesis", "label", "domain"])
-        writer.writerows(ent)
-        (out_dir / "entailment").mkdir(parents=True, exist_ok=True)
-        (out_dir / "entailment" / "entailment.csv").write_text(buf.getvalue())
+        formats.write_entailment_csv(ent, out_dir / "entailment" / "entailment.csv")
     if ins:
         (out_dir / "ifeval").mkdir(parents=True, exist_ok=True)
-        (out_dir / "ifeval" / "ifeval.jsonl").write_text(
-            "".join(
-                json.dumps(
-                    {
-                        "audio": c,
-                        "instruction": i,
-                        "answer": a,
-                        "dimension": d,
-                        "rule": r,
-                        "rule_content": rc,
-                        "domain": dom,
-                    },
-                    ensure_ascii=False,
-                )
-                + "\n"
-                for c, i, a, d, r, rc, dom in ins
-            )
-        )
-    return {"entailment_hypotheses": len(ent), "instruction_triples": len(ins)}
+        (out_dir / "ifeval" / "ifeval.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ins))
+    return {"entailment_clips": len(ent), "entailment_clips_incomplete": len(skipped), "instruction_triples": len(ins)}
 
 
 def base_shards(cat: Catalog, shards: dict[str, list[str]]) -> dict[str, list[str]]:

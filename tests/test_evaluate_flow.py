@@ -292,12 +292,21 @@ def test_publish_exports_entailment_and_ifeval_in_their_benchmark_shapes(dataset
     import csv
 
     from earmark.metrics.ifeval import ifeval_scores
+    from earmark.stages.formats import AUDIOBENCH_COLUMNS, ENTAILMENT_COLUMNS
 
     root = Path(dataset.data_root) / "ev" / "exports" / "v0001"
-    rows = list(csv.DictReader((root / "entailment" / "entailment.csv").open()))
-    assert len(rows) == len(HYPOTHESES) and set(rows[0]) == {"audio", "caption", "hypothesis", "label", "domain"}
-    assert {r["label"] for r in rows} == {"entailment", "neutral", "contradiction"}
+    with (root / "entailment" / "entailment.csv").open(newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    assert tuple(reader.fieldnames) == ENTAILMENT_COLUMNS  # the Audio Entailment release's columns
+    assert {r["Audio file"] for r in rows} == {f"{c}.wav" for c, _, _ in HYPOTHESES}  # one row per clip
+    assert {(r["Audio file"][:-4], r["Neutral"]) for r in rows} == {
+        (c, h) for c, lab, h in HYPOTHESES if lab == "neutral"
+    }
     records = [json.loads(line) for line in (root / "ifeval" / "ifeval.jsonl").read_text().splitlines()]
-    assert len(records) == len(INSTRUCTIONS)
-    scored = ifeval_scores([{**r, "model_prediction": r["answer"]} for r in records])  # the reference passes
+    assert len(records) == len(INSTRUCTIONS) and all(tuple(r) == AUDIOBENCH_COLUMNS for r in records)
+    assert {r["instruction_type"] for r in records} == {"Capitalization Requirements"}
+    scored = ifeval_scores(  # the reference passes; AudioBench's instruction_type is earmark's dimension
+        [{**r, "dimension": r["instruction_type"], "model_prediction": r["answer"]} for r in records]
+    )
     assert scored["overall"]["IFR"] == 1.0
