@@ -140,6 +140,7 @@ class Config:
         for row in rows:
             self.by_clip.setdefault(row["clip_id"] if "clip_id" in row else row[audio], []).append(row)
         self.rows = len(rows)
+        self.num_bytes = 0  # the written file's size, for the card's `splits`
 
     def schema(self) -> pa.Schema:
         meta = {"info": {"features": {c.name: c.feature for c in self.columns}}}
@@ -158,6 +159,7 @@ class Config:
                     pending = []
             if pending:
                 writer.write_table(pa.Table.from_pylist(pending, schema=schema))
+        self.num_bytes = path.stat().st_size
 
 
 def _sample_rate(cat: Catalog, version: str) -> int | None:
@@ -233,7 +235,9 @@ def card_header(configs: list[Config], *, pretty_name: str, license: str, tasks:
             {
                 "config_name": c.name,
                 "features": [col.yaml for col in c.columns],
-                "splits": [{"name": c.split, "num_examples": c.rows}],
+                "splits": [{"name": c.split, "num_bytes": c.num_bytes, "num_examples": c.rows}],
+                "download_size": c.num_bytes,
+                "dataset_size": c.num_bytes,
             }
             for c in configs
         ],

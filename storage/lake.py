@@ -132,6 +132,10 @@ class LakeLocation:
     data_path: str
     metadata_schema: str | None = None
     s3: S3Access | None = None  # set when data_path is s3://…
+    # True when catalog and data both sit in the dataset's folder (SQLite, no [catalog] data_path): DuckLake
+    # records the data path when the lake is created, and a moved or copied folder must still open (its data
+    # files are stored relative to that path)
+    in_dataset_folder: bool = False
 
     @classmethod
     def for_dataset(
@@ -151,7 +155,7 @@ class LakeLocation:
             if safe != dataset:  # `a-b`, `a_b` and `A_b` must not share a schema (and so their versions)
                 safe += "_" + hashlib.sha1(dataset.encode()).hexdigest()[:8]
             return cls(metadata=f"postgres:{postgres}", data_path=data, metadata_schema=f"earmark_{safe}", s3=s3)
-        return cls(metadata=f"sqlite:{root / 'catalog.sqlite'}", data_path=data, s3=s3)
+        return cls(metadata=f"sqlite:{root / 'catalog.sqlite'}", data_path=data, s3=s3, in_dataset_folder=not data_path)
 
     @property
     def backend(self) -> str:
@@ -165,6 +169,8 @@ class LakeLocation:
         options = [f"DATA_PATH {_quote(self.data_path)}"]
         if self.metadata_schema:
             options.append(f"METADATA_SCHEMA {_quote(self.metadata_schema)}")
+        if self.in_dataset_folder:
+            options.append("OVERRIDE_DATA_PATH true")
         return f"ATTACH {_quote('ducklake:' + self.metadata)} AS {alias} ({', '.join(options)})"
 
     def init_sql(self) -> str:
@@ -195,7 +201,17 @@ class _Lake:
             self.con.execute(f"LOAD {_quote(str(extension_path(name)))}")
         if location.s3:
             self.con.execute(location.s3.secret_sql())
-        self.con.execute(location.attach_sql())
+        try:
+            self.con.execute(location.attach_sql())
+        except duckdb.Error as exc:
+            if "does not match existing data path" not in str(exc):
+                raise
+            self.con.close()
+            raise LakeSetupError(
+                f"the catalog {location.metadata} was created with another data path than {location.data_path} "
+                f"([catalog] data_path): set data_path back to the one it was created with, or move its data "
+                f"files there ({str(exc).splitlines()[0]})"
+            ) from None
         self.con.execute(f"USE {ALIAS}")
         self.lock = threading.RLock()
         self.closed = False

@@ -220,3 +220,24 @@ def test_every_dataset_gets_its_own_postgres_metadata_schema():
     names = ["alpha", "a-b", "a_b", "A_b", "a.b"]
     schemas = {LakeLocation.for_dataset(Path("/data") / n, n, postgres="dbname=earmark").metadata_schema for n in names}
     assert len(schemas) == len(names) and "earmark_alpha" in schemas
+
+
+def test_a_moved_dataset_folder_still_opens(tmp_path: Path):
+    """DuckLake records the data path at creation; a dataset folder copied or moved elsewhere (a backup, a
+    new disk) must open with its versions, and write new ones."""
+    import shutil
+
+    cat = Catalog(tmp_path / "a", "ds")
+    run = cat.start_run("test", {})
+    meta = ShardMeta(stage="synthesize", stage_version="1", inputs=["x"], prompt_sha="p", model="m")
+    cat.write_shard("k1", {"captions": to_table(Caption, [_caption(1), _caption(2)])}, meta, run)
+    cat.publish({"captions": ["k1"]}, run)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")
+
+    moved = Catalog(tmp_path / "b", "ds", create=False)
+    assert moved.query("SELECT count(*) FROM v0001.captions")[0][0] == 2
+    moved.write_shard("k2", {"captions": to_table(Caption, [_caption(3)])}, meta, run)
+    assert moved.publish({"captions": ["k1", "k2"]}, run) == ("v0002", True)
+    assert moved.query("SELECT count(*) FROM captions")[0][0] == 3
+    assert not (tmp_path / "a").exists()  # nothing written to the old place
