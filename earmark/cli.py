@@ -6,6 +6,7 @@ earmark evaluate -d NAME -p FILE   score predictions against the latest version 
 earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat API) and score it
 earmark rerun -d NAME --stage synthesize --items entailment   re-run one stage after a prompt edit + diff
 earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
+earmark versions list|show|diff -d NAME   a dataset's versions, one version's contents, what changed
 earmark sql -d NAME "SELECT …"     query a dataset's catalog
 earmark export -d NAME --format hf -o DIR   a version's kept items for other tools (hf, mecat, audiobench,
                                    entailment, lhotse); --push REPO uploads an hf/audiobench folder to the Hub
@@ -45,6 +46,7 @@ from earmark.commands import (  # noqa: E402
     cmd_review,
     cmd_server,
     cmd_sql,
+    cmd_versions,
     cmd_worker,
 )
 from earmark.config import ConfigError  # noqa: E402
@@ -282,6 +284,8 @@ def parser() -> argparse.ArgumentParser:
     x.add_argument("--license", default="other", help="license id for the dataset card (default: other)")
     x.set_defaults(fn=cmd_export)
 
+    _versions_parser(sub)
+
     q = sub.add_parser(
         "sql",
         help="run a SQL query on a dataset's DuckLake catalog: <table> = the latest version, vNNNN.<table> = "
@@ -345,6 +349,22 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--limit", type=int, help="at most this many flow runs at a time")
     w.set_defaults(fn=cmd_worker)
     return p
+
+
+def _versions_parser(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser("versions", help="a dataset's published versions: list them, show one, diff two")
+    vs = v.add_subparsers(dest="versions_command", required=True)
+    vl = vs.add_parser("list", help="every version: number, creation time, what made it, kept items per table")
+    vsh = vs.add_parser(
+        "show", help="one version: rows (total / kept) per table, prompts and models, QC rejections, dataset card"
+    )
+    vsh.add_argument("--version", help="v0003 (or 3; default: latest)")
+    vd = vs.add_parser("diff", help="what changed between two versions: rows added / changed / removed per table")
+    vd.add_argument("old", nargs="?", help="the older version (default: the one before the latest)")
+    vd.add_argument("new", nargs="?", help="the newer version (default: the latest)")
+    for p in (vl, vsh, vd):
+        _common(p)
+        p.set_defaults(fn=cmd_versions)
 
 
 def main(argv: list[str] | None = None) -> int:

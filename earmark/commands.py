@@ -491,3 +491,109 @@ def cmd_worker(args: argparse.Namespace) -> int:
         cmd += ["--limit", str(args.limit)]
     os.execv(sys.executable, cmd)
     return 0  # not reached
+
+
+# --------------------------------------------------------------------------------------- versions
+def cmd_versions(args: argparse.Namespace) -> int:
+    """`earmark versions list|show|diff`: a dataset's versions, one version's contents, what changed."""
+    from earmark.stages import versions as vs
+    from earmark.storage import open_catalog
+
+    cfg = _config(args, "default")
+    cat = open_catalog(cfg, create=False)
+    cat.refresh_views()  # views of a version whose publisher died before making them
+    if args.versions_command == "list":
+        print(_versions_list(cfg.dataset, vs.list_versions(cat)))
+    elif args.versions_command == "show":
+        print(_version_show(cfg.dataset, vs.show_version(cat, vs.resolve_version(cat, args.version))))
+    else:
+        if args.old and args.new:
+            old, new = vs.resolve_version(cat, args.old), vs.resolve_version(cat, args.new)
+        elif args.old:  # one version: against the latest
+            old, new = vs.resolve_version(cat, args.old), vs.resolve_version(cat, None)
+        else:
+            old, new = vs.default_pair(cat)
+        if old == new:
+            raise ValueError(f"versions diff: {old} against itself; name two different versions")
+        print(_versions_diff(cfg.dataset, vs.diff_versions(cat, old, new)))
+    return 0
+
+
+def _aligned(header: list[str], rows: list[list[Any]], indent: str = "  ") -> str:
+    """Plain text columns (numbers right-aligned), so the output reads the same in a pipe or a file."""
+    cells = [header, *[["–" if v is None else str(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    numeric = [bool(rows) and all(isinstance(r[i], int) or r[i] is None for r in rows) for i in range(len(header))]
+    lines = [
+        indent + "  ".join(c.rjust(w) if numeric[i] else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in cells
+    ]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def _when(ts: Any) -> str:
+    return f"{ts:%Y-%m-%d %H:%M:%S} UTC" if ts is not None else "?"
+
+
+def _versions_list(dataset: str, infos: list) -> str:
+    if not infos:
+        return f"dataset {dataset!r} has no published version yet (earmark build … -d {dataset})"
+    tables = [t for t in dict.fromkeys(t for v in infos for t in v.kept)]
+    rows = [[v.version, _when(v.created_at), v.label, *(v.kept.get(t) for t in tables)] for v in infos]
+    head = f"dataset {dataset}: {len(infos)} version(s); item columns = items every QC check kept (– = no QC)"
+    return head + "\n" + _aligned(["version", "created", "made by", *tables], rows)
+
+
+def _version_show(dataset: str, d: Any) -> str:
+    i = d.info
+    out = [
+        f"dataset {dataset} {i.version}: {i.label}; created {_when(i.created_at)}"
+        + (f"; parent {i.parent}" if i.parent else "")
+        + (f"; run {i.run_id}" if i.run_id else ""),
+        "",
+        "Rows per table (kept: items every QC check kept):",
+        _aligned(["table", "rows", "kept"], [[t, n, k] for t, (n, k) in d.counts.items()]),
+        "",
+        "Prompts and models that wrote the items:",
+        _aligned(
+            ["table", "prompt", "prompt sha", "model", "items", "kept"],
+            [[g.table, g.prompt_name, g.prompt_sha, g.model, g.items, g.kept] for g in d.generators],
+        )
+        if d.generators
+        else "  (no items)",
+        "",
+        "QC: rejections per check:",
+        _aligned(["table", "check", "checked", "rejected"], [[c.table, c.check, c.checked, c.rejected] for c in d.qc])
+        if d.qc
+        else "  (no QC in this version)",
+        "",
+        f"Dataset card ({d.card_path or 'rendered from the catalog: the version has no exports'}):",
+        "",
+        d.card.rstrip(),
+    ]
+    return "\n".join(out)
+
+
+def _versions_diff(dataset: str, diff: Any) -> str:
+    rows = [[t.table, t.added, t.changed, t.removed, t.unchanged] for t in diff.tables if t.touched or t.unchanged]
+    untouched = [t.table for t in diff.tables if not t.touched and t.unchanged]
+    touched = [t for t in diff.tables if t.touched]
+    out = [
+        f"dataset {dataset}: {diff.old} → {diff.new} (rows; items are identified by item_id, clips by clip_id)",
+        _aligned(["table", "added", "changed", "removed", "unchanged"], rows)
+        if rows
+        else "  (both versions are empty)",
+        "",
+        f"Changed tables: {', '.join(t.table for t in touched) or 'none'}; "
+        f"unchanged: {', '.join(untouched) or 'none'}.",
+    ]
+    if diff.kept:
+        out += [
+            "",
+            "Items every QC check kept (left: kept before, not now; joined: kept now, not before):",
+            _aligned(
+                ["table", diff.old, diff.new, "left", "joined"],
+                [[k.table, k.old, k.new, k.left, k.joined] for k in diff.kept],
+            ),
+        ]
+    return "\n".join(out)

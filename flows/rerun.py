@@ -43,6 +43,7 @@ from earmark.flows.synthesize import synthesize_flow
 from earmark.llm.session import preflight
 from earmark.schemas import ITEM_TABLES
 from earmark.stages.rerun import STAGES, filter_inputs, version_graph, version_tables
+from earmark.stages.versions import rerun_label
 from earmark.storage.diff import diff_markdown, version_diff
 
 
@@ -112,7 +113,8 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
         stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
 
         tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"), qc.keys("claims"))
-        published = publish_flow(cfg, tables, run_id)
+        note = rerun_label(stage, items if stage == "synthesize" else None, base)
+        published = publish_flow(cfg, tables, run_id, note=note)
         name_flow_run(f"rerun {stage} · {cfg.dataset} · {base} → {published['version']}")
         diffs = version_diff(cat, base, published["version"])
         report = diff_markdown(base, published["version"], diffs, cfg.dataset)
