@@ -223,6 +223,8 @@ def evaluate_flow(
             if client is not None:
                 client.close()
         result = evn.items_result(cat, key, version, sub, path, model_name, judge_model != "none")
+        for warning in result.scores.get("warnings", []):  # items scored by AudioBench's fallbacks
+            get_run_logger().warning("%s: %s", sub, warning)
         if errors:
             result.notes.append(f"{len(errors)} judge requests failed (first: {errors[0][:160]}); rules decided those")
         sections.append(evn.item_markdown(model_name, sub, result, judge_model))
@@ -231,7 +233,11 @@ def evaluate_flow(
         create_table_artifact(
             key=artifact_key(cfg, f"{sub}-scores"),
             description=f"{model_name} on {version}: {sub}",
-            table=[{"metric": k, "value": v} for k, v in result.scores.items() if not isinstance(v, dict)],
+            table=[
+                {"metric": k, "value": len(v) if isinstance(v, list) else v}
+                for k, v in result.scores.items()
+                if not isinstance(v, dict)
+            ],
         )
     eval_id = eval_keys[0] if len(eval_keys) == 1 else hashlib.sha256("|".join(eval_keys).encode()).hexdigest()[:24]
     reports = cat.dataset_path("reports")

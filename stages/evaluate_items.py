@@ -6,8 +6,11 @@ configured (the paper's method: 96–99% agreement with humans) and by string ru
 LLM gives no usable label (`metrics.entailment.parse_label`; the paper measured 70.3% for string parsing).
 Every sample records which path decided, and the report counts them.
 
-IFEval-Audio: the rule check (`metrics.ifeval.check_rule`, AudioBench codes 1–13) gives IFR for every
-answer; the paper's binary LLM judge gives SCR where a judge is configured; OSR needs both.
+IFEval-Audio: the rule check (`metrics.ifeval.audiobench_verdict`, AudioBench codes 1–13) gives IFR for every
+answer; the paper's binary LLM judge gives SCR where a judge is configured; OSR needs both. Items written by
+others are scored as AudioBench scores them: one without a format rule follows it, one whose rule_content
+AudioBench does not accept does not; each such item is a warning (in the result's scores and notes; the
+evaluate flow logs them).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic import BaseModel
 from earmark.llm import LLMClient
 from earmark.llm.client import LLMEndpointError
 from earmark.metrics.entailment import LABELS, entailment_scores, parse_label
-from earmark.metrics.ifeval import check_rule, ifeval_scores, normalize_dimension, parse_judge_rating
+from earmark.metrics.ifeval import audiobench_verdict, ifeval_scores, parse_judge_rating, row_dimension
 from earmark.prompts import Prompt, load_prompt
 from earmark.schemas.outcomes import Score
 from earmark.stages.publish import kept_items
@@ -245,10 +248,14 @@ def score_ifeval(
     for it in items:
         answer = predictions.get(it.item_id, "")
         verdict = None if verdicts is None else verdicts.get(it.item_id)
-        passed = check_rule(answer, it.rule, it.rule_content)
-        dim = normalize_dimension(it.dimension, it.rule)
+        rule = audiobench_verdict(answer, it.rule, it.rule_content)
+        passed = rule.passed
+        if rule.zeroes_row and verdict is not None:  # AudioBench's judge loop scores such a row 0
+            verdict = False
+        dim = row_dimension(it.dimension, it.rule)[0]
         records.append(
             {
+                "item_id": it.item_id,
                 "instruction": it.instruction,
                 "answer": it.answer,
                 "dimension": dim,
@@ -268,11 +275,19 @@ def score_ifeval(
             prediction=answer,
             item_id=it.item_id,
         )
-        rows.append(Score(**base, metric="ifr", value=float(passed), note=f"dimension={dim} rule={it.rule}"))
+        fallback = " audiobench=fallback" if rule.warning else ""
+        rows.append(Score(**base, metric="ifr", value=float(passed), note=f"dimension={dim} rule={it.rule}{fallback}"))
         if verdict is not None:
             rows.append(Score(**base, metric="scr", value=float(verdict), note=f"dimension={dim} by=judge"))
     notes = [] if verdicts is not None else ["no judge LLM configured: SCR and OSR not computed (IFR only)"]
-    return ItemResult(rows, ifeval_scores(records), dict(decided), notes)
+    scores = ifeval_scores(records)
+    if scores["warnings"]:
+        shown = "; ".join(scores["warnings"][:3]) + (" …" if len(scores["warnings"]) > 3 else "")
+        notes.append(
+            f"{len(scores['warnings'])} warnings: items scored by AudioBench's own fallbacks (no format rule: "
+            f"followed; a rule or rule_content it does not accept: not followed), e.g. {shown}"
+        )
+    return ItemResult(rows, scores, dict(decided), notes)
 
 
 def verdicts_from_rows(rows: Sequence[Score]) -> dict[str, bool]:

@@ -2,7 +2,15 @@
 
 import pytest
 
-from earmark.metrics.ifeval import DIMENSION_OF_RULE, DIMENSIONS, check_rule, ifeval_scores, parse_judge_rating
+from earmark.metrics.ifeval import (
+    DIMENSION_OF_RULE,
+    DIMENSIONS,
+    RuleVerdict,
+    audiobench_verdict,
+    check_rule,
+    ifeval_scores,
+    parse_judge_rating,
+)
 
 
 @pytest.mark.parametrize(
@@ -233,13 +241,72 @@ def test_ifeval_scores_overall_and_per_dimension():
     assert per["Symbol"] == {"n": 1, "n_judged": 0, "IFR": 1.0, "SCR": None, "OSR": None}
 
 
-def test_ifeval_scores_dimension_from_rule_and_errors_name_the_record():
+def test_ifeval_scores_dimension_from_rule_and_warnings_name_the_record():
     s = ifeval_scores([_rec(None, 13, '{"a": 0}', '{"a": 1}')])
-    assert s["per_dimension"]["Format"]["IFR"] == 1.0
-    with pytest.raises(ValueError, match="record 1: unknown IFEval rule code 99"):
-        ifeval_scores([_rec("Content", 1, "x", "x"), _rec("Content", 99, "x", "x")])
-    with pytest.raises(ValueError, match="record 0: unknown IFEval dimension 'Style'"):
-        ifeval_scores([_rec("Style", 1, "x", "x")])
+    assert s["per_dimension"]["Format"]["IFR"] == 1.0 and s["warnings"] == []
+    s = ifeval_scores([_rec("Content", 1, "x", "x"), _rec("Content", 99, "x", "x")])
+    assert s["overall"]["IFR"] == 0.5 and s["per_dimension"]["Content"]["n"] == 2
+    assert s["warnings"] == ["record 1: rule code 99 is not one of 1-13: AudioBench scores it as not followed"]
+    s = ifeval_scores([_rec("Style", 1, "x", "x")])  # AudioBench: overall only, no dimension row
+    assert s["overall"]["n"] == 1 and s["per_dimension"] == {}
+    assert s["warnings"][0].startswith("record 0: unknown IFEval dimension 'Style'")
+
+
+# AudioBench's format_test (AudioLLMs/AudioBench src/dataset_src/eval_methods/eval_llama_3_70b_combined.py) on rows
+# earmark's strict check refuses: (prediction, rule, rule_content, passed, row zeroed by its judge loop's except)
+@pytest.mark.parametrize(
+    ("prediction", "rule", "content", "passed", "zeroed"),
+    [
+        ("any text", None, None, True, False),  # `if not rule: return True`: a content-only item
+        ("any text", "", "", True, False),
+        ("any text", 0, "", True, False),
+        ("any text", "0", "", False, False),  # a non-empty string: "ERROR - undefined rule!"
+        ("any text", 14, "", False, False),
+        ("any text", " 3", "", False, False),  # str(rule) is compared as it is
+        ("any text", True, "", False, False),
+        ("- a\n- b", 11, "4", False, False),  # list style other than 0-3
+        ("- a", 11, "", False, False),
+        ("- a", 11, None, False, False),
+        ("- a", 11, 0, False, False),
+        ("one two three", 12, "ten", False, False),
+        ("one two three", 12, "5", False, False),
+        ("one two three", 12, "10-5", False, False),  # lo > hi: never holds
+        ("one two three", 12, "", False, False),
+        ("one two three", 12, None, False, True),  # None.split raises
+        ("a dog barks", 1, "", True, False),  # the empty word: \b\b matches any word boundary
+        ("", 1, "", False, False),
+        ("a dog barks", 2, "", False, False),
+        ("a dog barks", 5, "", False, False),
+        ("", 6, "", True, False),
+        ("a dog barks", 1, None, False, True),  # re.escape(None) raises
+        ("a dog barks", 1, 5, False, True),
+        ("Answer: x", 7, "", False, False),  # `if not target: return False`
+        ("END", 8, None, False, False),
+        ('"x"', 9, "", False, False),
+        ('{"a": 1}', 13, "not json", False, False),
+        ('{"a": 1}', 13, "[1]", False, False),
+        ('{"a": 1}', 13, None, False, True),  # the answer parses, then None.find raises
+        ("plain text", 13, None, False, False),  # the answer does not parse: False before the target
+    ],
+)
+def test_audiobench_verdict_on_rows_the_strict_check_refuses(prediction, rule, content, passed, zeroed):
+    v = audiobench_verdict(prediction, rule, content)
+    assert (v.passed, v.zeroes_row) == (passed, zeroed)
+    assert v.warning  # every such row is a warning
+    assert ("followed" in v.warning) and ("judge rating" in v.warning) == zeroed
+
+
+@pytest.mark.parametrize(
+    ("prediction", "rule", "content", "passed"),
+    [("a dog", 1, "dog", True), ("LOUD", 3, None, True), ("LOUD", "3", 7, True), ("one two", 12, "1-0", True)],
+)
+def test_audiobench_verdict_on_valid_rows_is_the_strict_check_without_warning(prediction, rule, content, passed):
+    assert audiobench_verdict(prediction, rule, content) == RuleVerdict(passed)
+
+
+def test_a_row_audiobench_zeroes_loses_its_judge_rating_too():
+    s = ifeval_scores([_rec("Content", 1, None, "a dog", judge=True), _rec("Content", 1, "dog", "a dog", judge=True)])
+    assert s["overall"]["SCR"] == 0.5 and s["overall"]["OSR"] == 0.5 and len(s["warnings"]) == 1
 
 
 def test_judge_prompt_and_rating_parser():
@@ -253,3 +320,38 @@ def test_judge_prompt_and_rating_parser():
     assert parse_judge_rating("Sure!\nCorrectness Rating: (1)") is True
     assert parse_judge_rating("Correctness Rating: 5") is None
     assert parse_judge_rating("I think it is right.") is None
+
+
+def test_evaluation_scores_foreign_items_as_audiobench_and_counts_the_warnings():
+    from earmark.stages.evaluate_items import InstructionItem, score_ifeval
+
+    def item(i, dimension, rule, content):
+        return InstructionItem(f"i{i}", "c1", "Describe the clip.", "A dog barks.", dimension, rule, content)
+
+    items = [
+        item(0, "Content Requirements", 0, ""),  # content only: no format rule
+        item(1, "List and Structure Requirements", 11, "4"),  # a list style AudioBench does not know
+        item(2, "Length Requirements", 12, "ten"),  # a length that is no 'lo-hi'
+        item(3, "Capitalization", 3, ""),  # an ordinary row
+    ]
+    answers = {"i0": "a dog barks", "i1": "1. a dog", "i2": "a dog barks", "i3": "A DOG"}
+    result = score_ifeval("e", "m", "v0001", items, answers, verdicts={f"i{i}": True for i in range(4)})
+    ifr = {r.item_id: r.value for r in result.rows if r.metric == "ifr"}
+    assert ifr == {"i0": 1.0, "i1": 0.0, "i2": 0.0, "i3": 1.0}
+    assert result.scores["overall"]["IFR"] == 0.5 and result.scores["overall"]["OSR"] == 0.5
+    assert [w.split(":")[0] for w in result.scores["warnings"]] == ["i0", "i1", "i2"]
+    note = next(n for n in result.notes if "warnings" in n)
+    assert note.startswith("3 warnings: items scored by AudioBench's own fallbacks") and "i1: rule 11" in note
+    assert sum("audiobench=fallback" in (r.note or "") for r in result.rows) == 3
+
+
+def test_malformed_ifeval_prediction_lines_are_reported_with_file_and_line(tmp_path):
+    from earmark.stages.evaluate import prediction_problems
+    from earmark.stages.evaluation import plan_files
+
+    (tmp_path / "ifeval.jsonl").write_text('{"i0": "a dog"}\n{"i1": \n["i2"]\n')
+    plan = plan_files(tmp_path, None, ["similarity"])  # what the evaluate flow reads and checks
+    assert list(plan.item_files) == ["ifeval"] and not plan.text_files
+    problems = prediction_problems([*plan.text_files.values(), *plan.item_files.values()])
+    path = tmp_path / "ifeval.jsonl"
+    assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:2", f"{path}:3"]
