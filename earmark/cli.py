@@ -17,6 +17,9 @@ earmark llm-serve                  run the embedded LLM server in the foreground
 earmark server                     Prefect server + UI on 127.0.0.1 (work pools, gpu limit), in the foreground
 earmark deploy INPUT... -d NAME    register the dataset's deployments (build, stages, evaluate; --cron)
 earmark worker --pool cpu|gpu      a process worker for the earmark-cpu / earmark-gpu pool
+
+build, demo, rerun and evaluate draw progress bars on stderr when it is a terminal (shards, clips/s, LLM
+requests, ETA per stage); --no-progress turns them off.
 """
 
 from __future__ import annotations
@@ -74,6 +77,15 @@ def _llm_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _progress_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars (shards done/total, items/s and ETA per stage, LLM requests of synthesis; "
+        "drawn on stderr only when it is a terminal)",
+    )
+
+
 def _expert_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--profile",
@@ -116,6 +128,7 @@ def parser() -> argparse.ArgumentParser:
         choices=["focused", "joint"],
         help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)",
     )
+    _progress_arg(b)
     b.set_defaults(fn=cmd_build)
 
     d = sub.add_parser("demo", help="generate a sample corpus (2 clips per domain) and build dataset 'demo'")
@@ -130,6 +143,7 @@ def parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
+    _progress_arg(d)
     d.set_defaults(fn=cmd_demo)
 
     r = sub.add_parser(
@@ -153,6 +167,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--strategy", choices=["focused", "joint"], help="synthesis strategy (default: config)")
     r.add_argument("--prompt-dir", type=Path, help="a directory of edited prompt templates (default: built-in)")
     r.add_argument("--version", help="version to start from (default: latest)")
+    _progress_arg(r)
     r.set_defaults(fn=cmd_rerun)
 
     e = sub.add_parser("evaluate", help="score a model on a version: its prediction files, or ask it (--endpoint)")
@@ -210,6 +225,7 @@ def parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--model-name", default="model", help="name the scores are stored and reported under")
     e.add_argument("--version", help="dataset version (default: latest)")
+    _progress_arg(e)
     e.set_defaults(fn=cmd_evaluate)
 
     m = sub.add_parser(

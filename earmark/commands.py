@@ -102,6 +102,14 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
     )
 
 
+def _bars(args: argparse.Namespace) -> Any:
+    """Progress bars on stderr for the command's stages (earmark.progress), unless --no-progress or stderr is
+    not a terminal."""
+    from earmark.progress import bars
+
+    return bars(enabled=not getattr(args, "no_progress", False))
+
+
 def _preflight(cfg: Config) -> None:
     """Construct the profile's experts now: a paper backend whose weights or package are missing fails
     here, naming the model and where to put it, before ingest spends any time."""
@@ -118,7 +126,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs))}")
     _preflight(cfg)
-    result = run_build(cfg, args.until)
+    with _bars(args):
+        result = run_build(cfg, args.until)
     summarize(cfg, result)
     return 0
 
@@ -143,7 +152,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         stamp.write_text(json.dumps(params))
         print(f"sample corpus: {len(items)} files in {corpus_dir} ({time.perf_counter() - t0:.1f} s)")
     cfg = cfg.model_copy(update={"inputs": [corpus_dir]})
-    result = run_build(cfg)
+    with _bars(args):
+        result = run_build(cfg)
     summarize(cfg, result)
     print(f"\ntotal demo wall time {time.perf_counter() - t0:.1f} s")
     return 0
@@ -157,7 +167,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
         overrides["synthesize.prompt_dir"] = str(args.prompt_dir)
     cfg = _config(args, "default", **overrides)
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items else None
-    out = run_rerun(cfg, args.stage, items, args.version)
+    with _bars(args):
+        out = run_rerun(cfg, args.stage, items, args.version)
     llm = out.get("llm") or {}
     print(out["diff_markdown"])
     print(
@@ -172,22 +183,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    out = evaluate_flow.with_options(flow_run_name=f"evaluate · {cfg.dataset}")(
-        cfg,
-        args.predictions,
-        args.subtask,
-        args.model_name,
-        args.version,
-        args.metric,
-        args.device,
-        endpoint=args.endpoint,
-        model_id=args.model_id,
-        tasks=tasks,
-        judge=args.judge,
-        sbert=args.sbert,
-        error_checker=args.error_checker,
-        strict=args.strict,
-    )
+    with _bars(args):
+        out = evaluate_flow.with_options(flow_run_name=f"evaluate · {cfg.dataset}")(
+            cfg,
+            args.predictions,
+            args.subtask,
+            args.model_name,
+            args.version,
+            args.metric,
+            args.device,
+            endpoint=args.endpoint,
+            model_id=args.model_id,
+            tasks=tasks,
+            judge=args.judge,
+            sbert=args.sbert,
+            error_checker=args.error_checker,
+            strict=args.strict,
+        )
     print(out["markdown"])
     print(f"report: {out['report']}; per-sample scores: table `scores`, eval_id {out['eval_id']}")
     return 0

@@ -12,7 +12,7 @@ from prefect import flow
 
 from earmark.config import Config
 from earmark.experts import build_experts
-from earmark.flows.common import StageResult, collect, flow_options, submit
+from earmark.flows.common import StageResult, clip_counts, collect, flow_options, submit
 from earmark.stages import analyze
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef
@@ -22,6 +22,7 @@ from earmark.storage import ShardRef
 def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = None) -> dict[str, StageResult]:
     """Run every expert of the profile on every clip shard, each after the experts it needs."""
     experts = build_experts(cfg.analyze)
+    clips = clip_counts(cfg, [r.key for r in clip_refs])
     pending = []
     for i, clip_ref in enumerate(clip_refs):
         futures, keys = {}, {}
@@ -36,10 +37,16 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
             keys[name] = job.plan()[0]
             futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in expert.needs], retries=1)
         pending.append(futures)
-    flat = [(name, fut) for futures in pending for name, fut in futures.items()]
-    refs = collect(cfg, "analyze", [f for _, f in flat], gpu=[experts[n].uses_gpu for n, _ in flat])
+    flat = [(i, name, fut) for i, futures in enumerate(pending) for name, fut in futures.items()]
+    refs = collect(
+        cfg,
+        "analyze",
+        [f for _, _, f in flat],
+        gpu=[experts[n].uses_gpu for _, n, _ in flat],
+        items=[clips[i] / len(experts) for i, _, _ in flat],  # a clip is done once every expert has run on it
+    )
     results: dict[str, StageResult] = {name: StageResult() for name in experts}
-    for (name, _), ref in zip(flat, refs):
+    for (_, name, _), ref in zip(flat, refs):
         results[name].refs.append(ref)
     return results
 

@@ -28,6 +28,7 @@ from prefect.exceptions import UnfinishedRun
 from prefect.futures import PrefectFuture, as_completed
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
+from earmark import progress
 from earmark.config import Config
 from earmark.llm import LLMEndpointError
 from earmark.stages.base import ShardJob, run_job
@@ -201,19 +202,30 @@ def submit(
 
 
 def collect(
-    cfg: Config, stage: str, futures: Sequence[PrefectFuture], gpu: Sequence[bool] = (), llm: bool = False
+    cfg: Config,
+    stage: str,
+    futures: Sequence[PrefectFuture],
+    gpu: Sequence[bool] = (),
+    llm: bool = False,
+    items: Sequence[float] = (),
+    item_unit: str = "clips",
 ) -> list[ShardRef]:
     """Wait for a stage's shard tasks (results in submission order). In the UI: a progress artifact
     `<dataset>-<stage>-progress` moves as each shard finishes, and a table artifact `<dataset>-<stage>-shards`
     lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
     the items kept / rejected, and for a stage that asks an LLM (`llm`) its requests, cache hits and tokens)
-    once all are done."""
+    once all are done. On the command line (earmark.progress): shards done / total per stage, and `items`
+    (per future, e.g. its clips, in `item_unit`) done per second."""
     if not futures:
         return []
-    progress = create_progress_artifact(
+    artifact = create_progress_artifact(
         0.0, key=artifact_key(cfg, f"{stage}-progress"), description=f"{stage} · {cfg.dataset}: % of shards finished"
     )
     index = {f.task_run_id: i for i, f in enumerate(futures)}
+    per_task: dict[Any, float] = {}  # a future listed twice (one joint task for several item types) counts once
+    for f, n in zip(futures, items or [0.0] * len(futures)):
+        per_task[f.task_run_id] = per_task.get(f.task_run_id, 0.0) + n
+    progress.report(stage, "shards", planned=len(per_task))
     refs: list[ShardRef | None] = [None] * len(futures)
     not_run = 0
     for done, fut in enumerate(as_completed(list(futures)), start=1):
@@ -222,7 +234,8 @@ def collect(
         except UnfinishedRun:  # not run (NotReady): a task it waits for failed, raised when the loop reaches it
             not_run += 1
             continue
-        update_progress_artifact(progress, round(100.0 * done / len(futures), 1))
+        progress.report(stage, "shards", done=1, items=per_task.get(fut.task_run_id, 0.0), item_unit=item_unit)
+        update_progress_artifact(artifact, round(100.0 * done / len(futures), 1))
     if not_run:
         raise RuntimeError(f"{not_run} {stage} shard task(s) did not run: a task they wait for did not finish")
     out = [r for r in refs if r is not None]
@@ -269,6 +282,19 @@ def shard_table(cat: Catalog, refs: Sequence[ShardRef], gpu: Sequence[bool], llm
         row["key"] = ref.key
         rows.append(row)
     return rows
+
+
+def clip_counts(cfg: Config, keys: Sequence[str]) -> list[int]:
+    """Clips in each of these clip shards (what a shard task's progress stands for); zeros when nobody
+    listens to progress (earmark.progress), so a plain run asks the catalog nothing more."""
+    if not progress.active() or not keys:
+        return [0] * len(keys)
+    rows = open_catalog(cfg).query(
+        "SELECT key, sum(rows) FROM shards WHERE table_name = 'clips' AND list_contains(?, key) GROUP BY 1",
+        [list(keys)],
+    )
+    found = {k: int(n) for k, n in rows}
+    return [found.get(k, 0) for k in keys]
 
 
 @dataclass

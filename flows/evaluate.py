@@ -43,6 +43,7 @@ def run_model_task(cfg: Config, version: str, endpoint: str, model_id: str, task
         cache_dir=cfg.data_root / ".runner_cache",
         max_concurrency=cfg.llm.max_concurrency,
         timeout_s=cfg.llm.timeout_s,
+        planned=sum(len(r) for r in requests.values()),
     )
     paths = write_predictions(preds, out_dir)
     (out_dir / "errors.json").write_text(json.dumps(preds.errors, indent=1))

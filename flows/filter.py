@@ -9,7 +9,7 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, artifact_key, collect, flow_options, open_catalog, submit
+from earmark.flows.common import StageResult, artifact_key, clip_counts, collect, flow_options, open_catalog, submit
 from earmark.metrics.similarity import resolve_sbert, sentence_embedder
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import filter as qc_stage
@@ -35,7 +35,8 @@ def filter_flow(
         )
         for i, inputs in enumerate(shard_inputs)
     ]
-    result = StageResult(collect(cfg, "filter", futures))
+    clips = clip_counts(cfg, [(inputs.get("clips") or [""])[0] for inputs in shard_inputs])
+    result = StageResult(collect(cfg, "filter", futures, items=clips))
     if result.refs:  # one cross-shard job: the same text on clips with different evidence
         keys = {
             t: sorted({k for inputs in shard_inputs for k in inputs.get(t, [])}) for t in (*ITEM_TABLES, "evidence")

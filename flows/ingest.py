@@ -34,7 +34,7 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
             label=f"shard-{shard:04d}",
         )
         futures.append(submit(cfg, job, run_id))
-    results = collect(cfg, "ingest", futures)
+    results = collect(cfg, "ingest", futures, items=[len(g) for g in groups.values()], item_unit="files")
     cat.extend_manifest(added, run_id)  # only once every new shard is written: a failed run assigns nothing
     return StageResult(results)
 

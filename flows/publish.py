@@ -12,6 +12,7 @@ from functools import partial
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
+from earmark import progress
 from earmark.config import Config
 from earmark.flows.common import artifact_key, name_flow_run, open_catalog, stage_task, write_lease
 from earmark.schemas import ITEM_TABLES
@@ -42,9 +43,11 @@ def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_i
 @flow(name="publish", log_prints=True)
 def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None = None, note: str = "build") -> dict:
     cat = open_catalog(cfg)
+    progress.report("publish", "steps", planned=2)  # the version's lake commit, its exports and card
     with write_lease(cfg, cat, run_id, "publish"):  # re-entered when the build or rerun holds it
         shards = apply_reviews(cfg, cat, shards, run_id)
         version, created = cat.publish(shards, run_id, note=note)
+    progress.report("publish", "steps", done=1)
     name_flow_run(f"publish · {cfg.dataset} · {version}")
     job = ShardJob(
         publish.publish_spec(list(shards)),
@@ -54,6 +57,7 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
         label=version,
     )
     ref = stage_task.with_options(task_run_name=f"publish/{version}")(cfg, job, run_id)
+    progress.report("publish", "steps", done=1)
     out_dir = cat.dataset_path("exports", version)
     if (card := out_dir / "README.md").exists():
         create_markdown_artifact(

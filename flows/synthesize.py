@@ -15,8 +15,9 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
+from earmark import progress
 from earmark.config import Config
-from earmark.flows.common import StageResult, collect, flow_options, load_api_key, open_catalog, submit
+from earmark.flows.common import StageResult, clip_counts, collect, flow_options, load_api_key, open_catalog, submit
 from earmark.llm.session import LLMSession
 from earmark.stages import evidence, synthesis
 from earmark.stages.base import ShardJob
@@ -48,7 +49,9 @@ def synthesize_flow(
     session = llm_session(cfg)
     ev_spec = evidence.spec(list(expert_refs), cfg.evidence)
     results = {"evidence": StageResult(), **{item: StageResult() for item in items}}
+    clips = clip_counts(cfg, [r.key for r in clip_refs])
     gen: list[tuple[str, Any]] = []
+    shard_of: list[int] = []  # gen's clip shard, for progress
     ev_futures = []
     try:
         for i, clip_ref in enumerate(clip_refs):
@@ -62,9 +65,10 @@ def synthesize_flow(
             ev_key, ev_future = ev_job.plan()[0], submit(cfg, ev_job, run_id)
             ev_futures.append(ev_future)
             if cfg.synthesize.strategy == "joint":
-                job = _item_job(cfg, session, "joint", ev_key, None, label, items)
+                job = _item_job(cfg, session, "joint", ev_key, None, label, items, clips[i])
                 fut = submit(cfg, job, run_id, wait_for=[ev_future])
                 gen += [(item, fut) for item in items]
+                shard_of += [i] * len(items)
                 continue
             # The embedded llama.cpp servers (single-slot each): the item types of a shard run one after another,
             # so a server keeps the KV cache of the previous prompt. An endpoint with several slots (vLLM's
@@ -74,14 +78,17 @@ def synthesize_flow(
             captions = existing["captions"][i].key if "captions" in existing else None
             shard_futures: dict[str, Any] = {}
             for item in items:
-                job = _item_job(cfg, session, item, ev_key, captions if item == "entailment" else None, label, items)
+                premises = captions if item == "entailment" else None
+                job = _item_job(cfg, session, item, ev_key, premises, label, items, clips[i])
                 after = [ev_future, *(shard_futures[w] for w in waits[item] if w in shard_futures)]
                 shard_futures[item] = submit(cfg, job, run_id, wait_for=after)
                 if item == "captions":
                     captions = job.plan()[0]
                 gen.append((item, shard_futures[item]))
-        results["evidence"].refs.extend(collect(cfg, "evidence", ev_futures))
-        for (item, _), ref in zip(gen, collect(cfg, "synthesize", [f for _, f in gen], llm=True)):
+                shard_of.append(i)
+        results["evidence"].refs.extend(collect(cfg, "evidence", ev_futures, items=clips))
+        share = [clips[i] / len(items) for i in shard_of]  # a clip is done once all its item types are
+        for (item, _), ref in zip(gen, collect(cfg, "synthesize", [f for _, f in gen], llm=True, items=share)):
             results[item].refs.append(ref)
     finally:
         stats = session.close()
@@ -107,11 +114,27 @@ def _item_job(
     captions_key: str | None,
     label: str,
     items: list[str],
+    n_clips: int = 0,
 ) -> ShardJob:
     spec = synthesis.spec(item, cfg.synthesize, cfg.llm, cfg.evidence, items)
     inputs = {"evidence": [evidence_key], **({"captions": [captions_key]} if captions_key else {})}
     fn = partial(synthesis.run, item, cfg.synthesize, cfg.llm, cfg.evidence, session, items)
-    return ShardJob(spec, fn, inputs=inputs, label=label)
+    job = ShardJob(spec, fn, inputs=inputs, label=label)
+    job.fn = partial(fn, preplanned=_preplan(cfg, job, item, n_clips))
+    return job
+
+
+def _preplan(cfg: Config, job: ShardJob, item: str, n_clips: int) -> int:
+    """The shard's LLM requests at most, put on the progress bar at once so its total and ETA cover the whole
+    stage from the start (the stage replaces it with its exact count when it runs). 0 when nobody listens,
+    when the shard is in the catalog already, or when it runs in a Dask worker, whose reports go nowhere."""
+    if not n_clips or not progress.active() or cfg.run.task_runner == "dask":
+        return 0
+    if open_catalog(cfg).has_shard(job.plan()[0], job.spec.writes):
+        return 0
+    n = synthesis.max_requests(item, cfg.synthesize) * n_clips
+    progress.report(*synthesis.REQUESTS, planned=n)
+    return n
 
 
 def run_synthesize(cfg: Config, clip_refs, expert_refs, run_id: str | None = None, existing=None) -> dict[str, Any]:

@@ -22,8 +22,11 @@ from pathlib import Path
 
 import soundfile as sf
 
+from earmark import progress
 from earmark.llm.cache import ResponseCache, cache_key, write_atomic
 from earmark.llm.client import LLMClient, LLMEndpointError
+
+REQUESTS = ("evaluate", "model requests")  # earmark.progress (stage, unit)
 
 
 class ModelPredictions(dict):
@@ -96,6 +99,7 @@ def run_model(
     temperature: float = 0.0,
     max_retries: int = 4,
     backoff_s: float = 0.5,
+    planned: int | None = None,
 ) -> ModelPredictions:
     """Ask `model` at `endpoint` (base URL ending in /v1) for every (clip, subtask) prediction.
 
@@ -103,6 +107,8 @@ def run_model(
     clips are held at once. `prompts` maps subtask → prompt (e.g. MECAT's caption prompts, from
     prompts/mecat_eval.toml), keyed by clip id. For per-item prompts (QA questions, entailment hypotheses, IFEval instructions) pass
     `requests`: clip_id → [(subtask, key, prompt), …]; `prompts` then only names the subtasks.
+    Each answered (or failed) request is reported to earmark.progress as `evaluate` / `model requests`;
+    `planned`: how many there are in all, when the caller knows (else they count up as clips are read).
     """
     prompts = dict(prompts)
     if not prompts:
@@ -126,6 +132,14 @@ def run_model(
     )
 
     def ask(
+        subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str
+    ) -> tuple[str, str, str, str | None, bool]:
+        try:
+            return _ask(subtask, key, prompt, wav_b64, audio_sha)
+        finally:
+            progress.report(*REQUESTS, done=1)
+
+    def _ask(
         subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str
     ) -> tuple[str, str, str, str | None, bool]:
         # The key names the audio by its sha, not its bytes: same answer, 30 000× smaller key payload.
@@ -161,6 +175,7 @@ def run_model(
             if error is not None:
                 out.errors.setdefault(subtask, {})[key] = error
 
+    progress.report(*REQUESTS, planned=planned or 0)
     window = 2 * max_concurrency * len(prompts)
     pending: set[Future] = set()
     with client, ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="runner") as pool:
@@ -176,7 +191,10 @@ def run_model(
                     out.errors.setdefault(subtask, {})[key] = (
                         f"clip {clip_id}: audio could not be decoded ({exc}); re-ingest it"
                     )
+                progress.report(*REQUESTS, planned=0 if planned is not None else len(todo), done=len(todo))
                 continue
+            if planned is None:
+                progress.report(*REQUESTS, planned=len(todo))
             wav_b64 = base64.b64encode(wav).decode("ascii")
             audio_sha = hashlib.sha256(wav).hexdigest()
             pending |= {pool.submit(ask, s, k, p, wav_b64, audio_sha) for s, k, p in todo}

@@ -24,6 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from earmark import progress
 from earmark.llm import LLMClient
 from earmark.llm.client import LLMEndpointError
 from earmark.metrics.entailment import LABELS, entailment_scores, parse_label
@@ -35,6 +36,7 @@ from earmark.stages.synthesis.replies import reply_schema
 from earmark.storage import Catalog
 
 ITEM_SUBTASKS = ("entailment", "ifeval")
+JUDGE_REQUESTS = ("evaluate", "judge requests")  # earmark.progress (stage, unit)
 
 
 class ClassifyReply(BaseModel):
@@ -131,8 +133,16 @@ def classify_answers(
     """{item_id: label or None} from the LLM classifier for every non-empty answer, and the request errors."""
     prompt = load_prompt("entailment_judge", prompt_dir)
     todo = [it for it in items if predictions.get(it.item_id, "").strip()]
+    progress.report(*JUDGE_REQUESTS, planned=len(todo))
+
+    def one(it: EntailmentItem) -> tuple[str | None, str | None]:
+        try:
+            return _classify(classifier, prompt, it.hypothesis, predictions[it.item_id])
+        finally:
+            progress.report(*JUDGE_REQUESTS, done=1)
+
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
-        got = list(pool.map(lambda it: _classify(classifier, prompt, it.hypothesis, predictions[it.item_id]), todo))
+        got = list(pool.map(one, todo))
     return {it.item_id: label for it, (label, _) in zip(todo, got)}, [e for _, e in got if e]
 
 
@@ -223,10 +233,16 @@ def judge_answers(
 ) -> tuple[dict[str, bool | None], list[str]]:
     """{item_id: correct?} by the paper's binary judge (an empty answer is incorrect without asking)."""
     prompt = load_prompt("ifeval_judge", prompt_dir)
+    progress.report(*JUDGE_REQUESTS, planned=sum(bool(predictions.get(it.item_id, "").strip()) for it in items))
 
     def one(it: InstructionItem) -> tuple[bool | None, str | None]:
         answer = predictions.get(it.item_id, "")
-        return _judge(judge, prompt, it, answer) if answer.strip() else (False, None)
+        if not answer.strip():
+            return False, None
+        try:
+            return _judge(judge, prompt, it, answer)
+        finally:
+            progress.report(*JUDGE_REQUESTS, done=1)
 
     with ThreadPoolExecutor(max_workers=max_workers) as pool:
         got = list(pool.map(one, items))

@@ -12,10 +12,12 @@ reply schemas, plus the model and the settings that change its output.
 from __future__ import annotations
 
 import contextvars
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
+from earmark import progress
 from earmark.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.llm import shard_budget
 from earmark.prompts import request_sha
@@ -110,6 +112,53 @@ class LLMProvider(Protocol):
     def client(self) -> LLM: ...
 
 
+# ------------------------------------------------------------------------------------------- progress
+REQUESTS = ("synthesize", "LLM requests")  # earmark.progress (stage, unit) of synthesis requests
+
+
+def max_requests(item: str, cfg: SynthesizeSection) -> int:
+    """LLM requests one clip needs at most on first attempts (repairs aside): the flow's estimate before the
+    shard's evidence is read."""
+    llm_kinds = [k for k in CAPTION_KINDS if not (k in captions.RULE_KINDS and cfg.content_captions == "rule")]
+    return {"captions": 3 * len(llm_kinds), "qa": 5, "entailment": 1, "instructions": 3, "joint": 1}[item]
+
+
+def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[Any] = ()) -> int:
+    """LLM requests one clip needs on first attempts: captions skip kinds written by rule (absent content,
+    rule-written content captions), entailment needs a premise."""
+    if item == "captions":
+        rule = captions.RULE_KINDS if s.cfg.content_captions == "rule" else ()
+        return 3 * sum(not captions.is_absent(ev, k, s) and k not in rule for k in CAPTION_KINDS)
+    if item == "entailment":
+        return int(entailment.premise_for(ev.clip_id, premises) is not None)
+    return {"qa": len(qa.qa_plan(ev.clip_id)), "instructions": 3, "joint": 1}[item]
+
+
+class _Counted:
+    """The shard's LLM, counting its requests for the progress display: the exact count once the evidence is
+    read (in place of the flow's estimate), each request as it returns, and repairs once the shard is done."""
+
+    def __init__(self, llm: LLM, preplanned: int) -> None:
+        self.llm, self.model = llm, llm.model
+        self.planned, self.calls = preplanned, 0
+        self._lock = threading.Lock()
+
+    def plan(self, n: int) -> None:
+        progress.report(*REQUESTS, planned=n - self.planned)
+        self.planned = n
+
+    def complete_json(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self.llm.complete_json(*args, **kwargs)
+        finally:
+            with self._lock:
+                self.calls += 1
+            progress.report(*REQUESTS, done=1)
+
+    def settle(self) -> None:
+        self.plan(self.calls)
+
+
 def run(
     item: str,
     cfg: SynthesizeSection,
@@ -118,11 +167,18 @@ def run(
     llm: LLMProvider,
     items: Sequence[str],
     inputs: Inputs,
+    preplanned: int = 0,
 ) -> dict[str, list[Any]]:
     """The stage function: every clip of the shard, as many clips at a time as the LLM serves requests; its
-    LLM requests share the deadline `[llm] shard_budget_s`."""
-    with shard_budget(llm_cfg.shard_budget_s):
-        return _run(item, cfg, llm_cfg, evidence_cfg, llm, items, inputs)
+    LLM requests share the deadline `[llm] shard_budget_s`. They are reported to earmark.progress as they
+    return; `preplanned`: how many the flow already announced for this shard."""
+    client = llm.client()
+    counted = _Counted(client, preplanned)
+    try:
+        with shard_budget(llm_cfg.shard_budget_s):
+            return _run(item, cfg, llm_cfg, evidence_cfg, client, counted, items, inputs)
+    finally:
+        counted.settle()
 
 
 def _run(
@@ -130,14 +186,16 @@ def _run(
     cfg: SynthesizeSection,
     llm_cfg: LLMSection,
     evidence_cfg: EvidenceSection,
-    llm: LLMProvider,
+    client: LLM,
+    counted: _Counted,
     items: Sequence[str],
     inputs: Inputs,
 ) -> dict[str, list[Any]]:
-    client = llm.client()
-    s = Synth(client, cfg, llm_cfg.seed, evidence_cfg.min_confidence)
+    s = Synth(counted, cfg, llm_cfg.seed, evidence_cfg.min_confidence)
     concurrency = getattr(client, "concurrency", llm_cfg.max_concurrency)
     evidence = inputs("evidence")
+    premises = inputs("captions") if item == "entailment" and "captions" in inputs.tables() else []
+    counted.plan(sum(planned_requests(item, ev, s, premises) for ev in evidence))
     if item == "joint":
         per_clip = _per_clip(evidence, lambda ev: joint.joint_clip(ev, s), concurrency)
         out: dict[str, list[Any]] = {i: [r for o in per_clip for r in o[i].rows] for i in items}
@@ -148,7 +206,6 @@ def _run(
             "entailment needs the shard's captions (its premises): include 'captions' in "
             "synthesize.items or re-run from a version that has them"
         )
-    premises = inputs("captions") if item == "entailment" else []
     fns: dict[str, Callable[[ClipEvidence], Outcome]] = {
         "captions": lambda ev: captions.caption_clip(ev, s),
         "qa": lambda ev: qa.qa_clip(ev, s),
