@@ -14,6 +14,7 @@ written. `earmark versions list|show|diff` prints what these functions return.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -42,7 +43,7 @@ class Generator:
     prompt_sha: str
     model: str
     items: int
-    kept: int
+    kept: int | None  # None: the version has no QC
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,14 @@ def _kept_ids(cat: Catalog, version: str, table: str) -> set[str]:
     return {i for (i,) in cat.query(f"SELECT item_id FROM {version}.{table} WHERE item_id IN {kept_items(version)}")}
 
 
-def list_versions(cat: Catalog) -> list[VersionInfo]:
-    """Every published version, oldest first."""
+def list_versions(cat: Catalog, only: Sequence[str] | None = None) -> list[VersionInfo]:
+    """Every published version (or `only` these), oldest first."""
     rows = cat.query(
         "SELECT v.version, v.created_at, v.note, v.parent, v.run_id, r.flow, r.config_json "
         "FROM versions v LEFT JOIN (SELECT run_id, any_value(flow) AS flow, any_value(config_json) AS config_json "
-        "FROM runs GROUP BY run_id) r USING (run_id) ORDER BY v.version"
+        "FROM runs GROUP BY run_id) r USING (run_id) WHERE ? IS NULL OR list_contains(?, v.version) "
+        "ORDER BY v.version",
+        [None if only is None else list(only)] * 2,
     )
     views = _views(cat, [r[0] for r in rows])
     return [
@@ -163,7 +166,7 @@ def list_versions(cat: Catalog) -> list[VersionInfo]:
 # ---------------------------------------------------------------------------------------------- show
 def show_version(cat: Catalog, version: str) -> VersionDetail:
     """One version's contents (see the module doc); `version` as `resolve_version` returns it."""
-    info = next(v for v in list_versions(cat) if v.version == version)
+    (info,) = list_versions(cat, [version])
     views = _views(cat, [version])
     kept_sql = kept_items(version)
     has_qc = any(v is not None for v in info.kept.values())
@@ -172,18 +175,18 @@ def show_version(cat: Catalog, version: str) -> VersionDetail:
         if (version, table) not in views:
             continue
         n = int(cat.query(f"SELECT count(*) FROM {version}.{table}")[0][0])
-        if n or table in ITEM_TABLES:
+        if n:
             counts[table] = (n, info.kept.get(table) if table in ITEM_TABLES else None)
     generators = []
     for table in ITEM_TABLES:
         if (version, table) not in views:
             continue
-        kept_col = f"count(*) FILTER (WHERE item_id IN {kept_sql})" if has_qc else "0"
+        kept_col = f"count(*) FILTER (WHERE item_id IN {kept_sql})" if has_qc else "NULL"
         for name, sha, model, n, kept in cat.query(
             f"SELECT prompt_name, prompt_sha, model, count(*), {kept_col} FROM {version}.{table} "
             "GROUP BY 1, 2, 3 ORDER BY 1, 3"
         ):
-            generators.append(Generator(table, name, sha, model, int(n), int(kept)))
+            generators.append(Generator(table, name, sha, model, int(n), None if kept is None else int(kept)))
     qc = (
         [
             CheckSummary(t, c, int(n), int(r))
@@ -210,15 +213,15 @@ def default_pair(cat: Catalog) -> tuple[str, str]:
     versions = cat.versions()
     if len(versions) < 2:
         raise ValueError(
-            f"dataset {cat.dataset!r} has {len(versions)} version(s) ({_span(versions) or 'none'}); "
-            "a diff needs two: name them, e.g. `earmark versions diff -d NAME v0001 v0002`"
+            f"dataset {cat.dataset!r} has {len(versions)} version(s) ({_span(versions) or 'none'}); a diff needs two "
+            "(a build on new inputs, `earmark rerun` or `earmark review import` publishes the next)"
         )
     return versions[-2], versions[-1]
 
 
 def diff_versions(cat: Catalog, old: str, new: str) -> VersionsDiff:
     """Rows added / changed / removed per table between two versions, and how the kept items moved."""
-    infos = {v.version: v for v in list_versions(cat) if v.version in (old, new)}
+    infos = {v.version: v for v in list_versions(cat, [old, new])}
     kept = []
     for t in ITEM_TABLES:
         a, b = infos[old].kept.get(t), infos[new].kept.get(t)
