@@ -202,3 +202,19 @@ def test_write_predictions_round_trips_through_mecat_format(fresh, tmp_path):
     assert len(lines) == 4 and all(len(json.loads(line)) == 1 for line in lines)
     assert load_predictions(paths["short"]) == preds["short"]
     assert load_predictions(paths["music"])["clip_b"] == ""
+
+
+def test_each_model_request_is_reported_to_the_progress_display(fresh, tmp_path):
+    from test_progress import Recorder
+
+    from earmark import progress
+
+    rec = Recorder()
+    with progress.reporting(rec):  # the caller knows the total; requests count as they return, failed ones too
+        run_model(clips(), PROMPTS, fresh.base_url, "omni-test", backoff_s=0.01, max_concurrency=2, planned=8)
+    key = ("evaluate", "model requests")
+    assert rec.planned[key] == 8 and rec.done[key] == 8 == fresh.requests
+    rec = Recorder()
+    with progress.reporting(rec):  # no total given: it counts up as clips are read
+        run_model(clips(), PROMPTS, fresh.base_url, "omni-test", backoff_s=0.01)
+    assert rec.planned[key] == rec.done[key] == 8
