@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from earmark.config import LLMSection, SynthesizeSection
+from earmark.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.llm.session import open_llm
 from earmark.schemas import ClipEvidence, from_table
 from earmark.stages import synthesis
@@ -70,7 +70,9 @@ def run(evidence, strategy: str, llm_cfg: LLMSection, cache: Path) -> dict:
     try:
         if strategy == "joint":
             t0, s0 = time.perf_counter(), llm.stats()
-            got = synthesis.run("joint", cfg, llm_cfg, _Fixed(llm), ITEMS, Inputs.of(evidence=evidence))
+            got = synthesis.run(
+                "joint", cfg, llm_cfg, EvidenceSection(), _Fixed(llm), ITEMS, Inputs.of(evidence=evidence)
+            )
             dt, s1 = time.perf_counter() - t0, llm.stats()
             for item in ITEMS:  # one reply carries every item: cost is reported once, under "all"
                 out[item] = {"outcome": _outcome(got, item)}
@@ -81,7 +83,13 @@ def run(evidence, strategy: str, llm_cfg: LLMSection, cache: Path) -> dict:
                 t0, s0 = time.perf_counter(), llm.stats()
                 got = _outcome(
                     synthesis.run(
-                        item, cfg, llm_cfg, _Fixed(llm), ITEMS, Inputs.of(evidence=evidence, captions=captions)
+                        item,
+                        cfg,
+                        llm_cfg,
+                        EvidenceSection(),
+                        _Fixed(llm),
+                        ITEMS,
+                        Inputs.of(evidence=evidence, captions=captions),
                     ),
                     item,
                 )
