@@ -25,6 +25,7 @@ import yaml
 
 from earmark.schemas.records import CAPTION_KINDS
 from earmark.stages import formats
+from earmark.stages.plots import card_section, write_plots
 from earmark.stages.publish import dataset_card, export_mecat
 from earmark.storage import Catalog
 from earmark.storage.paths import version_name
@@ -275,7 +276,10 @@ def export_hf(cat: Catalog, version: str, out_dir: Path, license: str = "other")
         tasks=tasks,
         tags=["audio", "captioning", "benchmark", "earmark"],
     )
-    (out_dir / "README.md").write_text(header + dataset_card(cat, version, counts) + usage)
+    plots = write_plots(cat, version, out_dir / "plots")
+    (out_dir / "README.md").write_text(
+        header + dataset_card(cat, version, counts) + card_section(plots, out_dir) + usage
+    )
     return counts
 
 

@@ -19,12 +19,13 @@ from earmark.schemas.records import CAPTION_KINDS
 from earmark.stages import formats
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.formats import kept_items
+from earmark.stages.plots import card_section, write_plots
 from earmark.stages.review import REVIEW_VERSION, review_overlay
 from earmark.storage import Catalog
 from earmark.storage.paths import inside, plain_name, version_name
 from earmark.storage.shards import file_sha256
 
-PUBLISH_VERSION = "2"  # 2: entailment and ifeval exports in their benchmarks' columns
+PUBLISH_VERSION = "3"  # 2: entailment and ifeval exports in their benchmarks' columns; 3: plots
 
 
 def export_mecat(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
@@ -116,7 +117,8 @@ def publish(cat: Catalog, version: str, inputs: Inputs) -> dict[str, list[Export
     """The publish stage: write the version's exports and card under exports/<version>/; list them."""
     out_dir = cat.dataset_path("exports", version_name(version))
     counts = {**export_mecat(cat, version, out_dir), **export_items(cat, version, out_dir)}
-    (out_dir / "README.md").write_text(dataset_card(cat, version, counts))
+    plots = write_plots(cat, version, out_dir / "plots")
+    (out_dir / "README.md").write_text(dataset_card(cat, version, counts) + card_section(plots, out_dir))
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     return {
         "exports": [

@@ -297,7 +297,7 @@ def test_push_uploads_the_folder_with_a_token_and_refuses_without(lake, tmp_path
     (_, repo, kw, offline), (_, files, up, token) = calls
     assert (repo, kw["repo_type"], offline) == ("someone/ex", "dataset", False)  # online for the upload only
     assert constants.is_offline_mode()
-    assert files == ["README.md", "captions", "entailment", "instructions", "qa"] and token == "hf_test_token"
+    assert files == ["README.md", "captions", "entailment", "instructions", "plots", "qa"] and token == "hf_test_token"
     assert (up["folder_path"], up["repo_id"], up["repo_type"]) == (str(out), "someone/ex", "dataset")
     assert "uploaded to https://huggingface.co/datasets/someone/ex" in capsys.readouterr().out
 
