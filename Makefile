@@ -44,10 +44,12 @@ $(TSTAMP): $(STAMP) requirements/test.txt
 # docker-compose (Debian's 1.29, a Python program) validates docker/compose.yaml in tests/test_compose.py without
 # a Docker engine; --no-install-recommends keeps the engine (docker.io, a recommendation) off the machine.
 # PostgreSQL: tests/test_lake_concurrency.py starts a real server (on a socket directory it owns) for the
-# cluster catalog.
+# cluster catalog. chromium + chromium-driver: tests/test_view.py drives the browser view headless.
 test-system-deps:
 	@missing=""; command -v docker-compose >/dev/null || missing="$$missing docker-compose"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v chromedriver >/dev/null || missing="$$missing chromium-driver"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

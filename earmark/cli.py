@@ -10,6 +10,7 @@ earmark versions list|show|diff -d NAME   a dataset's versions, one version's co
 earmark sql -d NAME "SELECT …"     query a dataset's catalog
 earmark export -d NAME --format hf -o DIR   a version's kept items for other tools (hf, mecat, audiobench,
                                    entailment, lhotse); --push REPO uploads an hf/audiobench folder to the Hub
+earmark view -d NAME               browse a version on 127.0.0.1: listen, read facts, items, QC; review + publish
 earmark review export -d NAME -o SHEET.csv   items to review (human verification) as a sheet
 earmark review import -d NAME SHEET.csv      store decisions, publish a version applying them
 earmark corpus OUT_DIR             only generate the sample corpus
@@ -50,6 +51,7 @@ from earmark.commands import (  # noqa: E402
     cmd_server,
     cmd_sql,
     cmd_versions,
+    cmd_view,
     cmd_worker,
 )
 from earmark.config import ConfigError  # noqa: E402
@@ -301,6 +303,7 @@ def parser() -> argparse.ArgumentParser:
     x.set_defaults(fn=cmd_export)
 
     _versions_parser(sub)
+    _view_parser(sub)
 
     q = sub.add_parser(
         "sql",
@@ -365,6 +368,19 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--limit", type=int, help="at most this many flow runs at a time")
     w.set_defaults(fn=cmd_worker)
     return p
+
+
+def _view_parser(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser(
+        "view",
+        help="a version in the browser, on loopback: clips with audio, expert facts, items and QC verdicts, "
+        "filters; accept / reject / rewrite items and publish the reviewed version",
+    )
+    _common(v)
+    v.add_argument("--version", help="v0003 (or 3; default: always the latest published)")
+    v.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)")
+    v.add_argument("--host", default="127.0.0.1", help="loopback address to bind (127.0.0.1 or ::1)")
+    v.set_defaults(fn=cmd_view)
 
 
 def _versions_parser(sub: argparse._SubParsersAction) -> None:

@@ -609,3 +609,27 @@ def _versions_diff(dataset: str, diff: Any) -> str:
             ),
         ]
     return "\n".join(out)
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """`earmark view`: serve a version's browser view on loopback until Ctrl-C (earmark.view.server)."""
+    from earmark.stages.versions import resolve_version
+    from earmark.storage import open_catalog
+    from earmark.view.server import ViewApp, make_server
+
+    cfg = _config(args, "default")
+    cat = open_catalog(cfg, create=False)
+    version = resolve_version(cat, args.version) if args.version else None
+    if version is None and cat.latest_version() is None:
+        raise ValueError(f"dataset {cfg.dataset!r} has no published version yet; run build first")
+    server = make_server(ViewApp(cfg, cat, version), args.host, args.port)
+    host, port = server.server_address[:2]
+    shown = f"[{host}]" if ":" in str(host) else host
+    print(f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  (Ctrl-C stops it)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        print("earmark view: stopped")
+    finally:
+        server.server_close()
+    return 0

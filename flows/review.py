@@ -134,17 +134,47 @@ def review_import_flow(cfg: Config, sheet: Path, reviewer: str = "reviewer", ver
 
 
 def _import(cfg: Config, cat: Catalog, sheet: Path, reviewer: str, version: str | None) -> dict:
+    version, shards = _reviewed(cfg, cat, version)
+    stored = _store(cfg, cat, shards, read_sheet(sheet), reviewer, "file", f"review sheet {sheet}")
+    published = publish_flow(cfg, shards, None, note=f"review of {version}")
+    return {**stored, **published}
+
+
+def _reviewed(cfg: Config, cat: Catalog, version: str | None) -> tuple[str, dict[str, list[str]]]:
     version = version or cat.latest_version()
     if version is None:
         raise ValueError(f"dataset {cfg.dataset!r} has no published version to review; run build first")
     version_name(version)
-    shards = cat.version_shards(version)
+    return version, cat.version_shards(version)
+
+
+def _store(cfg: Config, cat: Catalog, shards: dict, rows: list, reviewer: str, source: str, what: str) -> dict:
     items, _ = review.version_items(cat, shards)
-    decisions, errors = to_decisions(read_sheet(sheet), items, reviewer=reviewer, source="file")
+    decisions, errors = to_decisions(rows, items, reviewer=reviewer, source=source)
     if errors:
-        raise ValueError(f"review sheet {sheet}: nothing stored, fix these rows first:\n  " + "\n  ".join(errors))
+        raise ValueError(f"{what}: nothing stored, fix these rows first:\n  " + "\n  ".join(errors))
     if not decisions:
-        raise ValueError(f"review sheet {sheet} has no filled-in decision column")
-    key = store_decisions(cfg, decisions, None)
-    published = publish_flow(cfg, shards, None, note=f"review of {version}")
-    return {"decisions": len(decisions), "shard": key, **published}
+        raise ValueError(f"{what} has no filled-in decision")
+    return {"decisions": len(decisions), "shard": store_decisions(cfg, decisions, None)}
+
+
+# The browser view (`earmark view`) stores decisions the way `review import` does — same rows, same shard —
+# but in two steps: decisions as the reviewer makes them, a version only when the reviewer publishes.
+@flow(name="review-store", log_prints=True)
+def review_store_flow(cfg: Config, rows: list[dict], reviewer: str = "reviewer", version: str | None = None) -> dict:
+    """Store decisions about `version`'s items (rows as a review sheet's: item_table, item_id, decision,
+    new_text); nothing is published."""
+    cat = open_catalog(cfg, create=False)
+    with write_lease(cfg, cat, cat.new_run_id(), "review (view)"):
+        version, shards = _reviewed(cfg, cat, version)
+        return {"version": version, **_store(cfg, cat, shards, rows, reviewer, "ui", "review decisions")}
+
+
+@flow(name="review-publish", log_prints=True)
+def review_publish_flow(cfg: Config, version: str | None = None) -> dict:
+    """Publish a version of `version`'s items with every stored decision applied (what `review import`
+    publishes after storing a sheet)."""
+    cat = open_catalog(cfg, create=False)
+    with write_lease(cfg, cat, cat.new_run_id(), "review publish (view)"):
+        version, shards = _reviewed(cfg, cat, version)
+        return publish_flow(cfg, shards, None, note=f"review of {version}")

@@ -1,0 +1,169 @@
+"""`earmark view`: a dataset version in the browser, served on loopback — listen to each clip, read its expert
+facts, its items and their QC verdicts, and review them.
+
+Routes (JSON unless said otherwise):
+- `GET /`                        the page (page.html, package data)
+- `GET /api/summary`             the version, its domains, item tables and counts, the dataset's versions
+- `GET /api/clips?domain=&table=&status=all|kept|rejected&page=N`   one page of matching clips and items
+- `GET /api/plots`               {name: SVG} — the card's plots (stages/plots.py)
+- `GET /audio/<clip_id>.wav`     the clip as 16-bit WAV
+- `POST /api/decisions`          {reviewer, decisions: [{item_table, item_id, decision, new_text}]} → stored
+                                 exactly as `earmark review import` stores a sheet's rows (flows/review.py)
+- `POST /api/publish`            a new version with every stored decision applied (what `review import`
+                                 publishes); the page then shows it
+
+Writes take the dataset's lease only while they run (flows/review.py): an open page holds nothing. Only
+loopback addresses are served; item text reaches the page as JSON and is inserted as text, never as HTML.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlparse
+
+from earmark.config import Config
+from earmark.stages.browse import VersionView
+from earmark.stages.plots import version_plots
+from earmark.storage import Catalog
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+MAX_BODY = 2**20
+
+
+class ViewApp:
+    """The view's state: the dataset, the version shown (`version` None: always the latest published)."""
+
+    def __init__(self, cfg: Config, cat: Catalog, version: str | None = None):
+        self.cfg, self.cat, self.pinned = cfg, cat, version
+        self._views: dict[str, VersionView] = {}
+        self._write = threading.Lock()  # one write at a time from this process (the lease guards others)
+
+    def version(self) -> str:
+        version = self.pinned or self.cat.latest_version()
+        if version is None:
+            raise LookupError(f"dataset {self.cat.dataset!r} has no published version yet; run build first")
+        return version
+
+    def view(self) -> VersionView:
+        version = self.version()
+        if version not in self._views:
+            self._views[version] = VersionView(self.cat, version)
+        return self._views[version]
+
+    def summary(self) -> dict:
+        return {"dataset": self.cat.dataset, "versions": self.cat.versions(), **self.view().summary()}
+
+    def decide(self, body: dict) -> dict:
+        from earmark.flows.review import review_store_flow
+
+        reviewer = str(body.get("reviewer") or "").strip() or "reviewer"
+        rows = body.get("decisions")
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+            raise ValueError("send {reviewer, decisions: [{item_table, item_id, decision, new_text}, …]}")
+        rows = [{k: "" if v is None else str(v) for k, v in r.items()} for r in rows]
+        with self._write:
+            out = review_store_flow(self.cfg, rows, reviewer=reviewer, version=self.version())
+        return {"stored": out["decisions"], "version": out["version"]}
+
+    def publish(self) -> dict:
+        from earmark.flows.review import review_publish_flow
+
+        with self._write:
+            out = review_publish_flow(self.cfg, version=self.version())
+        if self.pinned is not None:  # a pinned view follows its own review to the version it made
+            self.pinned = out["version"]
+        return {"version": out["version"], "created": out["created"]}
+
+
+def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """A threading HTTP server for `app` (port 0: a free one); call `serve_forever()`."""
+    if host not in LOOPBACK:
+        raise ValueError(f"earmark view serves loopback only (127.0.0.1 or ::1), not {host!r}")
+    page = files("earmark.view").joinpath("page.html").read_bytes()
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "earmark-view"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+            pass
+
+        def do_GET(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+            try:
+                if url.path == "/":
+                    self._send(HTTPStatus.OK, page, "text/html; charset=utf-8")
+                elif url.path == "/api/summary":
+                    self._json(app.summary())
+                elif url.path == "/api/clips":
+                    self._json(
+                        app.view().page(
+                            domain=query.get("domain", ""),
+                            table=query.get("table", ""),
+                            status=query.get("status", "all"),
+                            page=int(query.get("page", "0") or 0),
+                            per_page=int(query.get("per_page", "25") or 25),
+                        )
+                    )
+                elif url.path == "/api/plots":
+                    self._json(version_plots(app.cat, app.version()))
+                elif url.path.startswith("/audio/") and url.path.endswith(".wav"):
+                    clip_id = unquote(url.path[len("/audio/") : -len(".wav")])
+                    self._send(HTTPStatus.OK, app.view().wav(clip_id), "audio/wav")
+                else:
+                    self._json({"error": f"no such page: {url.path}"}, HTTPStatus.NOT_FOUND)
+            except KeyError as exc:
+                self._json({"error": f"unknown clip {exc}"}, HTTPStatus.NOT_FOUND)
+            except (ValueError, LookupError) as exc:
+                self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+
+        def do_POST(self) -> None:  # noqa: N802
+            url = urlparse(self.path)
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length > MAX_BODY:
+                    raise ValueError(f"request body over {MAX_BODY} bytes")
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"the request body is not JSON: {exc}") from None
+                if not isinstance(body, dict):
+                    raise ValueError("the request body must be a JSON object")
+                if url.path == "/api/decisions":
+                    self._json(app.decide(body))
+                elif url.path == "/api/publish":
+                    self._json(app.publish())
+                else:
+                    self._json({"error": f"no such action: {url.path}"}, HTTPStatus.NOT_FOUND)
+            except (ValueError, LookupError) as exc:
+                self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+            except Exception as exc:  # a busy dataset (lease), a catalog error: the page shows the message
+                self._json({"error": f"{type(exc).__name__}: {exc}"}, HTTPStatus.CONFLICT)
+
+        def _json(self, obj: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
+            self._send(status, json.dumps(obj, default=str).encode(), "application/json")
+
+        def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header(
+                "Content-Security-Policy",
+                "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+                "script-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self'",
+            )
+            self.end_headers()
+            try:
+                self.wfile.write(body)
+            except (BrokenPipeError, ConnectionResetError):  # the browser dropped it (e.g. a media re-request)
+                pass
+
+    return ThreadingHTTPServer((host, port), Handler)

@@ -1,0 +1,190 @@
+"""`earmark view` in a real headless browser (Debian's chromium + chromedriver, driven by selenium): the page
+loads a version of the hand-built catalog of tests/test_review.py, filters by domain and QC status, a clip's
+audio reaches `canplay`, item text containing markup stays text, and a review decision made by clicking is
+stored in `reviews` as `review import` stores it; pressing publish makes a version applying it."""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import xml.etree.ElementTree as ET
+
+import pytest
+from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
+
+from earmark.flows.publish import publish_flow
+from earmark.schemas import Caption, to_table
+from earmark.stages.browse import VersionView
+from earmark.stages.formats import kept_items
+from earmark.stages.plots import version_plots
+from earmark.stages.review import stored_decisions
+from earmark.storage import ShardMeta
+from earmark.view.server import ViewApp, make_server
+
+EVIL = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+
+@pytest.fixture(scope="module")
+def served(built):  # noqa: F811
+    cfg, cat, shards, _ = built
+    evil = Caption(
+        clip_id="m1",
+        domain="0M0",
+        prompt_name="p",
+        prompt_sha="0" * 16,
+        model="hand",
+        confidence=0.9,
+        item_id="m1:music:0",
+        kind="music",
+        ref_index=0,
+        text=EVIL,
+    )
+    cat.write_shard(
+        "k_evil", {"captions": to_table(Caption, [evil])}, ShardMeta(stage="t", stage_version="t", inputs=[]), None
+    )
+    second = publish_flow(cfg, {**shards, "captions": [*shards["captions"], "k_evil"]})
+    assert second["version"] == "v0002"
+    server = make_server(ViewApp(cfg, cat), port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield cfg, cat, f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    if not shutil.which("chromium") or not shutil.which("chromedriver"):
+        pytest.fail("chromium and chromedriver are needed (make test installs them: apt chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium")
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--autoplay-policy=no-user-gesture-required",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_script_timeout(30)
+    yield driver
+    driver.quit()
+
+
+def _wait(driver, predicate, timeout=30):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(predicate)
+
+
+def _clips(driver) -> list[str]:
+    return [e.get_attribute("data-clip") for e in driver.find_elements("css selector", "section.clip")]
+
+
+def _reload_list(driver, select_id: str, value: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    before = driver.find_element("tag name", "body").get_attribute("data-loaded")
+    Select(driver.find_element("id", select_id)).select_by_value(value)
+    _wait(driver, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded") != before)
+
+
+def test_version_view_reads_items_verdicts_and_facts(served):
+    _, cat, _ = served
+    view = VersionView(cat, "v0002")
+    page = view.page()
+    assert page["total"] == 4 and {c["clip_id"] for c in page["clips"]} == {"s1", "s2", "m1", "a1"}
+    s2 = next(c for c in page["clips"] if c["clip_id"] == "s2")
+    long = next(i for i in s2["items"] if i["item_id"] == "s2:long:0")
+    assert not long["kept"] and any(v["check"] == "hallucination" and not v["keep"] for v in long["qc"])
+    assert s2["facts"] and all("type" in f and "source" in f for f in s2["facts"])
+    rejected = view.page(status="rejected")
+    assert all(not i["kept"] for c in rejected["clips"] for i in c["items"])
+    assert {c["clip_id"] for c in view.page(domain="00A")["clips"]} == {"a1"}
+    assert view.wav("a1")[:4] == b"RIFF"
+    with pytest.raises(ValueError, match="status"):
+        view.page(status="maybe")
+    for name, svg in version_plots(cat, "v0002").items():  # well-formed SVG, markup in labels escaped
+        assert ET.fromstring(svg).tag.endswith("svg"), name
+
+
+def test_the_page_lists_filters_plays_and_reviews_in_a_browser(served, browser):
+    cfg, cat, url = served
+    browser.get(url)
+    _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded"))
+    assert sorted(_clips(browser)) == ["a1", "m1", "s1", "s2"]
+    assert "v0002" in browser.find_element("id", "title").text
+
+    # markup in an item is shown as text and never runs
+    texts = [e.text for e in browser.find_elements("css selector", "[data-clip='m1'] .item .text")]
+    assert EVIL in texts
+    assert browser.execute_script("return window.pwned === undefined")
+
+    # filters: a domain, then only items some QC check rejected
+    _reload_list(browser, "f-domain", "00A")
+    assert _clips(browser) == ["a1"]
+    _reload_list(browser, "f-domain", "")
+    _reload_list(browser, "f-status", "rejected")
+    assert "s2" in _clips(browser)
+    items = browser.find_elements("css selector", ".item")
+    assert items and all("rejected" in e.get_attribute("class") for e in items)
+    _reload_list(browser, "f-status", "all")
+
+    # the clip's audio: the media element loads the WAV and reaches canplay
+    ready = browser.execute_async_script(
+        """const done = arguments[arguments.length - 1];
+        const a = document.querySelector("[data-clip='a1'] audio");
+        a.addEventListener("canplay", () => done(a.readyState), { once: true });
+        a.addEventListener("error", () => done(-1), { once: true });
+        a.preload = "auto"; a.load();"""
+    )
+    assert ready >= 3
+
+    # a review decision by clicking: stored as review import stores it, published when asked
+    item = browser.find_element("css selector", "[data-item='a1:ent:neutral']")
+    item.find_element("css selector", "button.reject").click()
+    _wait(browser, lambda d: "stored: reject" in d.find_element("id", "status").text)
+    rows = [(d.item_table, d.item_id, d.decision, d.source, d.item_text) for d in stored_decisions(cat)]
+    assert ("entailment", "a1:ent:neutral", "reject", "ui", "The recording was made on a farm.") in rows
+    assert cat.latest_version() == "v0002"  # a click stores, it does not publish
+
+    browser.find_element("id", "publish").click()
+    _wait(browser, lambda d: "published v0003" in d.find_element("id", "status").text)
+    assert cat.latest_version() == "v0003"
+    verdict = cat.query("SELECT keep FROM v0003.qc WHERE item_id = 'a1:ent:neutral' AND \"check\" = 'human_review'")
+    assert verdict == [(False,)]
+    kept = {r[0] for r in cat.query(f"SELECT item_id FROM v0003.entailment WHERE item_id IN {kept_items('v0003')}")}
+    assert "a1:ent:entailment" in kept and "a1:ent:neutral" not in kept  # what exports and evaluation use
+    _wait(browser, lambda d: "v0003" in d.find_element("id", "title").text)
+
+
+def test_bad_requests_get_a_message_not_a_crash(served):
+    import json
+    import urllib.error
+    import urllib.request
+
+    _, _, url = served
+
+    def post(path, body: bytes):
+        req = urllib.request.Request(url + path, data=body, headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read())
+
+    assert post("api/decisions", b"not json")[0] == 400
+    code, out = post("api/decisions", json.dumps({"decisions": [{"item_table": "qa", "item_id": "nope"}]}).encode())
+    assert code == 400 and "no filled-in decision" in out["error"]
+    bad = {"decisions": [{"item_table": "qa", "item_id": "nope", "decision": "reject"}]}
+    code, out = post("api/decisions", json.dumps(bad).encode())
+    assert code == 400 and "nothing stored" in out["error"] and "nope" in out["error"]
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(url + "audio/unknown.wav", timeout=30)
+    assert e.value.code == 404
+    with pytest.raises(ValueError, match="loopback"):
+        make_server(ViewApp(*served[:2]), host="0.0.0.0")
