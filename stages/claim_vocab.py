@@ -140,6 +140,22 @@ TEMPO: list[tuple[str, str, str]] = [  # musical tempo only: "fast speech" or "t
     ),
     (r"(?:moderate|medium|mid)[- ]?tempo|(?:moderate|medium)[- ]paced (?:music|beat|track)", "tempo", "moderate"),
 ]
+# How pitch, loudness or tempo move over the clip: no embedded expert reports a trajectory (levels and tempo are
+# one number per clip), so such a claim is unsupported; it is specific, so it rejects a grounded item.
+CHANGES: list[tuple[str, str, str]] = [
+    (
+        r"(?:pitch|volume|loudness|tempo|intensity|frequency|tone) (?:of [a-z ]{1,30})?"
+        r"(?:rises|rising|increases|increasing|decreases|decreasing|drops|dropping|falls|falling|goes up|goes down|"
+        r"changes|changing|shifts|shifting|varies|varying|fluctuates|fluctuating|swells|swelling)|"
+        r"(?:gets|grows|becomes|getting|growing|becoming) (?:progressively |gradually |increasingly )?"
+        r"(?:louder|quieter|softer|faster|slower|higher|lower|more intense)|"
+        r"fades? (?:in|out|away)|fading (?:in|out|away)|crescendo\w*|decrescendo|diminuendo|"
+        r"builds? (?:up|to a)|building (?:up|to a)|(?:rising|falling|ascending|descending) (?:pitch|tone|melody)|"
+        r"pitch (?:shift|bend)\w*|(?:rises|increases) and (?:then )?(?:falls|decreases|drops)",
+        "change",
+        "over time",
+    )
+]
 KEY = r"\b([a-g](?:#|♯|b|♭| sharp| flat)?) (major|minor)\b"
 BEAT = r"steady beat|clear beat|regular beat|strong beat|rhythmic|pulse|groove|beat"
 

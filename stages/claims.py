@@ -3,14 +3,16 @@
 `extract(text)` reads an item's claims with the vocabulary of earmark.stages.claim_vocab (presence and
 absence of speech / music / sound events / silence, speaker count, gender and age, emotion, language, quoted
 words, instruments, genre, mood, tempo, key, beat, named sound events, acoustic descriptors, loudness,
-noise, reverberation, bandwidth, clipping, quality, place, time, and every other number). `judge(claim, ev)`
+noise, reverberation, bandwidth, clipping, quality, place, time, changes over time, and every other number).
+`judge(claim, ev)`
 labels each one against the clip's `ClipEvidence`, using only facts whose confidence reaches the threshold:
 
 - supported: a confident fact says the same;
 - contradicted: a confident fact says otherwise (music claimed where the tagger is sure there is none, a
   woman where the voice is confidently male, a fast tempo on a confident 80 BPM, words not in a confident
   transcript);
-- unsupported: no confident fact either way (every place, every named sound source offline, a genre).
+- unsupported: no confident fact either way (every place, every named sound source offline, a genre, a pitch
+  or loudness that rises or falls: experts give one number per clip, not a trajectory).
 
 The verdict is computed here, never by a model. QC (`claim_verdict`) rejects an item with a contradicted
 claim, or with an unsupported one unless the item is inference by design, or that claims nothing the
@@ -45,6 +47,7 @@ SPECIFIC = {
     "time",
     "number",
     "age",
+    "change",
 }
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{2,300})[\"“”]|(?<![a-z])'([^']{3,300})'(?![a-z])")
 _CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|while|with|and|although|whereas)\b")
@@ -88,7 +91,7 @@ def _words(rx: str) -> re.Pattern[str]:
 
 _TABLES: list[tuple[re.Pattern[str], str, str]] = [
     (_words(rx), t, v)
-    for table in (V.PRESENCE[:1], V.PEOPLE, V.TEMPO, V.RECORDING, V.LOUDNESS, V.EMOTION)
+    for table in (V.CHANGES, V.PRESENCE[:1], V.PEOPLE, V.TEMPO, V.RECORDING, V.LOUDNESS, V.EMOTION)
     for rx, t, v in table
 ]
 _LATE: list[tuple[re.Pattern[str], str, str]] = [
@@ -421,6 +424,8 @@ def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> J
         return _j(SUPPORTED if good else CONTRADICTED if poor else UNSUPPORTED, fact)
     if t == "number":
         return _j(UNSUPPORTED, None, "a number no expert measured")
+    if t == "change":
+        return _j(UNSUPPORTED, None, "no expert reports how pitch, loudness or tempo change over the clip")
     return _j(UNSUPPORTED, None, f"no expert can confirm a {t}")  # place, time
 
 

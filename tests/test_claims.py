@@ -109,6 +109,17 @@ def test_claim_verdict_rules_and_inference_items():
     assert not keep and reason.startswith("generic")
 
 
+def test_a_claimed_change_over_time_is_unsupported_and_rejects_a_grounded_item():
+    # a kept QA answer of a fresh-clone demo build (2026-11-23): no expert reports a pitch trajectory
+    answer = "The pitch increases and then decreases as you move through the clip."
+    assert _verdicts(answer, MUSIC)[("change", "over time")] == "unsupported"
+    keep, reason, _ = claim_verdict(audit(answer, MUSIC))
+    assert not keep and "change" in reason
+    for text in ("The music gets louder toward the end.", "A melody fades out.", "The volume of the hum rises."):
+        assert ("change", "over time") in {(c.type, c.value) for c in extract(text)}, text
+    assert all(c.type != "change" for c in extract("Slow music in A minor with a steady beat."))
+
+
 def test_extraction_reads_absence_and_does_not_read_inside_words():
     kinds = [(c.type, c.value) for c in extract("No music and no one speaking; a piano-free, tone-deaf beep.")]
     assert ("absence", "music") in kinds and ("absence", "speech") in kinds
