@@ -156,6 +156,18 @@ CHANGES: list[tuple[str, str, str]] = [
         "over time",
     )
 ]
+# A pitch level ("a high-pitched tone", "the pitch is low"): the evidence a prompt gets has no pitch fact, so the
+# claim is unsupported (specific) whatever it says.
+PITCH: list[tuple[str, str, str]] = [
+    (
+        r"(?:high|low|deep|medium|mid)[- ]pitch(?:ed)?|(?:slightly |very |relatively |fairly )?"
+        r"(?:high|low|higher|lower|deep) pitch|pitch (?:is|sounds|remains|stays|was|seems) (?:\w+ ){0,2}?"
+        r"(?:high|low|higher|lower|deep|constant|steady|stable)|pitch (?:of [a-z ]{1,30})?is (?:slightly |much )?"
+        r"(?:higher|lower) than",
+        "pitch",
+        "level",
+    )
+]
 KEY = r"\b([a-g](?:#|♯|b|♭| sharp| flat)?) (major|minor)\b"
 BEAT = r"steady beat|clear beat|regular beat|strong beat|rhythmic|pulse|groove|beat"
 

@@ -3,7 +3,8 @@
 `extract(text)` reads an item's claims with the vocabulary of earmark.stages.claim_vocab (presence and
 absence of speech / music / sound events / silence, speaker count, gender and age, emotion, language, quoted
 words, instruments, genre, mood, tempo, key, beat, named sound events, acoustic descriptors, loudness,
-noise, reverberation, bandwidth, clipping, quality, place, time, changes over time, and every other number).
+noise, reverberation, bandwidth, clipping, quality, place, time, changes over time, pitch levels, and every
+other number).
 `judge(claim, ev)`
 labels each one against the clip's `ClipEvidence`, using only facts whose confidence reaches the threshold:
 
@@ -48,6 +49,7 @@ SPECIFIC = {
     "number",
     "age",
     "change",
+    "pitch",
 }
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{2,300})[\"“”]|(?<![a-z])'([^']{3,300})'(?![a-z])")
 _CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|while|with|and|although|whereas)\b")
@@ -91,7 +93,7 @@ def _words(rx: str) -> re.Pattern[str]:
 
 _TABLES: list[tuple[re.Pattern[str], str, str]] = [
     (_words(rx), t, v)
-    for table in (V.CHANGES, V.PRESENCE[:1], V.PEOPLE, V.TEMPO, V.RECORDING, V.LOUDNESS, V.EMOTION)
+    for table in (V.CHANGES, V.PITCH, V.PRESENCE[:1], V.PEOPLE, V.TEMPO, V.RECORDING, V.LOUDNESS, V.EMOTION)
     for rx, t, v in table
 ]
 _LATE: list[tuple[re.Pattern[str], str, str]] = [
@@ -426,6 +428,8 @@ def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> J
         return _j(UNSUPPORTED, None, "a number no expert measured")
     if t == "change":
         return _j(UNSUPPORTED, None, "no expert reports how pitch, loudness or tempo change over the clip")
+    if t == "pitch":
+        return _j(UNSUPPORTED, None, "no pitch measurement reaches the evidence")
     return _j(UNSUPPORTED, None, f"no expert can confirm a {t}")  # place, time
 
 

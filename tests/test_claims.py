@@ -120,6 +120,19 @@ def test_a_claimed_change_over_time_is_unsupported_and_rejects_a_grounded_item()
     assert all(c.type != "change" for c in extract("Slow music in A minor with a steady beat."))
 
 
+def test_a_pitch_level_is_an_unsupported_specific_claim():
+    # kept QA answers of the same demo build: the evidence a prompt gets holds no pitch fact
+    for answer in (
+        "The sound's pitch is slightly lower than its beat.",
+        "The pitch is high, while the timbre is moderate.",
+        "The female voice sounds warm, with a slightly high pitch.",
+        "A high-pitched beep repeats.",
+    ):
+        assert _verdicts(answer, MUSIC)[("pitch", "level")] == "unsupported", answer
+        assert not claim_verdict(audit(answer, MUSIC))[0], answer
+    assert all(c.type != "pitch" for c in extract("Music with a steady beat in A minor."))
+
+
 def test_extraction_reads_absence_and_does_not_read_inside_words():
     kinds = [(c.type, c.value) for c in extract("No music and no one speaking; a piano-free, tone-deaf beep.")]
     assert ("absence", "music") in kinds and ("absence", "speech") in kinds
