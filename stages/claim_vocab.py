@@ -34,11 +34,11 @@ NUMBER_WORDS = {
     "few": 3,
 }
 
-# (pattern, claim type, value). Absence is read separately (ABSENCE_CUES before a presence word).
+# (pattern, claim type, value). Absence is read separately (a presence word in a NEGATORS scope).
 PRESENCE: list[tuple[str, str, str]] = [
     (
-        r"silen(?:ce|t)|nothing (?:is )?(?:audible|heard)|no (?:audible )?(?:sound|content)|empty (?:recording|clip)"
-        r"|(?:near|almost)[- ]silen\w*|no discernible audio",
+        r"silen(?:ce|t)|nothing (?:is )?(?:audible|heard)|no (?:audible )?(?:sound(?! (?:events?|effects?))|content)|"
+        r"empty (?:recording|clip)|(?:near|almost)[- ]silen\w*|no discernible audio",
         "silence",
         "silent",
     ),
@@ -63,8 +63,38 @@ PRESENCE: list[tuple[str, str, str]] = [
         "sound",
     ),
 ]
-ABSENCE_CUES = r"\b(?:no|not any|without|absence of|absent|lacks?|lacking|free of|devoid of|never|nor|none of the)"
+# A negator scopes over the coordinated list after it: "no speech, no music, impulsive sounds, or background
+# noise" denies all four (earmark.stages.claims.negated_items). "no one" is read as absence of speech elsewhere.
+NEGATORS = (
+    r"(?:\b(?:no(?! (?:one|more|less|longer|matter|doubt)\b)|not(?! (?:only|just|necessarily)\b)|without|neither|"
+    r"nor|free (?:of|from)|(?:absence|lack) of|devoid of|lacks?|lacking|never|none of(?: the)?)|n['’]t)\b"
+    # an instruction's format rule denies words of the answer, not sounds: "do not mention music"
+    r"(?! (?:any |the )?(?:use|using|mention\w*|includ\w*|writ\w*|say|saying|repeat\w*|exceed\w*|add|adding|"
+    r"answer\w*|respond\w*|reply\w*)\b)"
+)
+# What ends a negator's scope: a new clause or a contrast ("no speech, but music plays throughout").
+SCOPE_END = (
+    r"[.;:!?()\[\]—–]|\s-\s|\b(?:but|while|whilst|although|though|whereas|yet|except|apart|besides|instead|rather|"
+    r"only|just|so|because|(?<!such )as|since|until|then|however|with|to|which|who|that|what|whether|if|where|when|"
+    r"how|why)\b"
+)
+# A verb closes the list item it is in ("no speech or music is heard"); after a bare comma or "and" it starts
+# a new clause ("no speech, and music plays").
+SCOPE_VERBS = (
+    r"\b(?:is|are|was|were|be|been|being|am|has|have|had|can|could|will|would|may|might|must|should|does|do|did|"
+    r"plays?|played|continues?|starts?|begins?|fills?|remains?|appears?|seems?|comes?|enters?|follows?|"
+    r"accompan\w+|dominates?|persists?|occurs?|happens?|emerges?|rings?|rises?|fades?)\b"
+)
+# A list item after a bare comma or "and" that opens like this is a new clause ("no music, a dog barks").
+CLAUSE_OPENERS = r"(?:a|an|the|this|these|those|there|it|its|he|she|they|we|you|i|his|her|their|one|some)\b"
 
+# Someone a voice can be speaking to (an individual: an audience or the listener is not a second voice).
+_PERSON = (
+    r"(?:man|woman|men|women|person|people|friends?|child|children|kids?|boys?|girls?|someone|somebody|another|"
+    r"others?|him|them|each other|one another|colleagues?|partners?|companions?|interviewer|host|guests?|"
+    r"customers?|students?|caller|baby|mother|father|son|daughter|wife|husband)(?![-'’])|"
+    r"her(?= *(?:[,.;!?]|$|and|about|in|on|at|while|as|for|near|before|after|during|over)\b)"  # not "her voice"
+)
 PEOPLE: list[tuple[str, str, str]] = [
     (r"a man and a woman|a woman and a man|male and female|female and male", "speakers", "2"),
     (
@@ -78,6 +108,26 @@ PEOPLE: list[tuple[str, str, str]] = [
         r"group of (?:people|speakers)|crowd of (?:people|voices)",
         "speakers",
         "3+",
+    ),
+    # Another person implied by the wording: a listener who is spoken to, an interlocutor, people talking. Not
+    # the recording's own audience ("addresses the listener") and not "conversational" (a style of one voice).
+    (
+        r"(?:speak|talk|chat|convers|argu|whisper|shout|yell|sing)\w* (?:to|with|at) (?:(?:a|an|the|his|her|their|"
+        r"another|some) )?(?:\w+ )?(?:"
+        + _PERSON
+        + r")|address\w* (?:(?:a|an|the|his|her|another) )?(?:\w+ )?(?:"
+        + _PERSON
+        + r")|(?:asks?|asked|asking|tells?|told|telling|thanks|thanked|greets?|greeted|interrupts?|interrupted|"
+        r"answers?|answered|answering) (?:him|her|them|another|the other|each other|one another)|"
+        r"conversations?|conversing|dialog(?:ue)?s?|interview\w*|chatting|chats? with|banter\w*|back[- ]and[- ]forth|"
+        r"(?:an? )?exchange (?:between|of (?:words|greetings|views))|each other|one another|take turns|taking turns|"
+        r"debat\w*|argument|arguing|discussion (?:between|among|with)|repl(?:ies|ied)|respond(?:s|ed)|in reply|"
+        r"(?:people|persons|crowd|group|others|adults|children|kids|men|women) (?:\w+ )?(?:talk|speak|chat|convers|"
+        r"argu|discuss|shout|whisper|murmur|chatter)\w*|(?:talk|speech|chatter|voices|murmur)\w* (?:of|from|among|"
+        r"between) (?:\w+ )?(?:people|persons|a crowd|a group|others)|they (?:\w+ )?(?:speak|talk|say|said|discuss|"
+        r"convers|chat|argu|ask|answer|repl|respond|laugh|whisper|shout)\w*",
+        "speakers",
+        "2+",
     ),
     (
         r"(?:one|single|lone|only one|just one) (?:male |female |adult |young )?(?:speaker|voice|person|narrator)|"
@@ -151,7 +201,8 @@ CHANGES: list[tuple[str, str, str]] = [
         r"(?:louder|quieter|softer|faster|slower|higher|lower|more intense)|"
         r"fades? (?:in|out|away)|fading (?:in|out|away)|crescendo\w*|decrescendo|diminuendo|"
         r"builds? (?:up|to a)|building (?:up|to a)|(?:rising|falling|ascending|descending) (?:pitch|tone|melody)|"
-        r"pitch (?:shift|bend)\w*|(?:rises|increases) and (?:then )?(?:falls|decreases|drops)",
+        r"pitch (?:shift|bend)\w*|(?:rises?|rising|increases?|increasing) and (?:then )?"
+        r"(?:falls?|falling|decreases?|decreasing|drops?|dropping)",
         "change",
         "over time",
     )
@@ -163,7 +214,10 @@ PITCH: list[tuple[str, str, str]] = [
         r"(?:high|low|deep|medium|mid)[- ]pitch(?:ed)?|(?:slightly |very |relatively |fairly )?"
         r"(?:high|low|higher|lower|deep) pitch|pitch (?:is|sounds|remains|stays|was|seems) (?:\w+ ){0,2}?"
         r"(?:high|low|higher|lower|deep|constant|steady|stable)|pitch (?:of [a-z ]{1,30})?is (?:slightly |much )?"
-        r"(?:higher|lower) than",
+        r"(?:higher|lower) than|(?:primary|main|dominant|predominant|overall|average|fundamental|base|central) pitch|"
+        # a pitch denied is a pitch level all the same: "a steady beat with no pitch", "an unpitched thud"
+        r"pitchless|unpitched|non-pitched|atonal\w*|(?:no|without(?: a| any)?|lacks?(?: a| any)?|lacking(?: a| any)?) "
+        r"(?:clear |definite |discernible |distinct |real |recognisable |recognizable )?(?:pitch|tonality)",
         "pitch",
         "level",
     )

@@ -4,7 +4,8 @@
 absence of speech / music / sound events / silence, speaker count, gender and age, emotion, language, quoted
 words, instruments, genre, mood, tempo, key, beat, named sound events, acoustic descriptors, loudness,
 noise, reverberation, bandwidth, clipping, quality, place, time, changes over time, pitch levels, and every
-other number).
+other number). A negator ("no", "without", "neither … nor", "free of") denies every item of the list after it
+(`negated_items`): a denied claim is an "absence" claim, judged as the opposite of the claim it denies.
 `judge(claim, ev)`
 labels each one against the clip's `ClipEvidence`, using only facts whose confidence reaches the threshold:
 
@@ -52,11 +53,17 @@ SPECIFIC = {
     "pitch",
 }
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{2,300})[\"“”]|(?<![a-z])'([^']{3,300})'(?![a-z])")
-_CLAUSE_END = re.compile(r"[.,;:!?]|\b(?:but|while|with|and|although|whereas)\b")
 _NAME = re.compile(r"(?<![.!?:\"'“(]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
 NOT_NAMES = {"I", "Audio", "Music", "Speech", "Sound", "English"}
-_ABSENT_BEFORE = re.compile(V.ABSENCE_CUES + r"\s+(?:[a-z'-]+\s+){0,3}$")
-_ABSENT_AFTER = re.compile(r"^\s*(?:is|are|was|were)?\s*(?:absent|missing|not present|not audible|inaudible)\b")
+_NEGATOR, _SCOPE_END = re.compile(V.NEGATORS), re.compile(V.SCOPE_END)
+_VERB, _OPENER = re.compile(V.SCOPE_VERBS), re.compile(V.CLAUSE_OPENERS)
+_JOIN = re.compile(r"\s*,\s*(?:(?:and/or|or|nor|and)\s+)?|\s+(?:and/or|or|nor|and)\s+|\s*/\s*")
+_ABSENT_AFTER = re.compile(
+    r"^\s*(?:is|are|was|were)?\s*(?:absent|missing|not (?:present|audible|heard)|inaudible|can(?:not|'t) be heard)\b"
+)
+# Properties of a denied thing ("no loud music") deny nothing themselves; alone they do ("it is not loud").
+ATTRIBUTES = {"loudness", "tempo", "mood", "emotion", "gender", "age", "bandwidth", "key", "language"}
+_PEOPLE_WORD = re.compile(r"\b(?:people|persons|crowd|group|others|adults|children|kids|men|women|they)\b")
 # A named thing right after a speech verb is what the speech is about, not a sound in the scene: "talks about
 # the train" is checked against the transcript, "a train passes" against the sound experts.
 _TOPIC_BEFORE = re.compile(
@@ -76,8 +83,8 @@ class ExtractedClaim:
     start: int
 
     @property
-    def specific(self) -> bool:
-        return self.type in SPECIFIC
+    def specific(self) -> bool:  # a denied claim is as specific as the claim it denies
+        return (self.value.split(":")[0] if self.type == "absence" else self.type) in SPECIFIC
 
 
 @dataclass(frozen=True)
@@ -112,12 +119,61 @@ _LATE: list[tuple[re.Pattern[str], str, str]] = [
 ]
 
 
-def _absent_here(text: str, start: int, end: int) -> bool:
-    """An absence cue right before the match in the same clause ("no music", "without any speech"), or right
-    after it ("music is absent")."""
-    before = text[:start]
-    cut = max((m.end() for m in _CLAUSE_END.finditer(before)), default=0)
-    return bool(_ABSENT_BEFORE.search(before[cut:])) or bool(_ABSENT_AFTER.match(text[end:]))
+def negated_items(low: str) -> list[tuple[int, int]]:
+    """The spans a negator denies, one per item of the coordinated list after it: "no speech, no music,
+    impulsive sounds, or background noise" denies speech | music | impulsive sounds | background noise. The
+    scope ends at a clause boundary (`claim_vocab.SCOPE_END`), and items joined by bare commas count only
+    once "or"/"nor"/"and" closes the list ("no speech, music plays throughout" denies speech alone)."""
+    negs = list(_NEGATOR.finditer(low))
+    out: list[tuple[int, int]] = []
+    for i, n in enumerate(negs):
+        stop = negs[i + 1].start() if i + 1 < len(negs) else len(low)
+        end = _SCOPE_END.search(low, n.end(), stop)
+        out += _list_items(low[n.end() : end.start() if end else stop], n.end(), end is None and i + 1 < len(negs))
+    return out
+
+
+def _list_items(seg: str, offset: int, continued: bool) -> list[tuple[int, int]]:
+    joins = list(_JOIN.finditer(seg))
+    starts = [0] + [m.end() for m in joins]
+    ends = [m.start() for m in joins] + [len(seg)]
+    kinds = [None] + [m.group(0).strip(" ,") or "," for m in joins]
+    items: list[tuple[int, int]] = []
+    pending: list[tuple[int, int]] = []  # comma-joined items, waiting for the conjunction that closes the list
+    for a, b, join in zip(starts, ends, kinds, strict=True):
+        text = seg[a:b]
+        if not text.strip():
+            continue
+        verb = _VERB.search(text)
+        head = text[: verb.start()] if verb else text
+        if join is None:  # the first item: at most six words after the negator
+            items.append((a, a + len(re.match(r"\s*(?:\S+\s*){0,6}", head).group(0).rstrip())))
+            if verb:
+                return [(offset + x, offset + y) for x, y in items]
+            continue
+        if (join in (",", "and") and (verb or _OPENER.match(text))) or len(head.split()) > 5:
+            break
+        if join == ",":
+            pending.append((a, b))
+            continue
+        items += [*pending, (a, a + len(head))]
+        pending = []
+        if verb:
+            break
+    else:
+        if continued:  # "no speech, music, no noise": another negator carries the list on
+            items += pending
+    return [(offset + x, offset + y) for x, y in items]
+
+
+def _denied(type_: str, value: str, span: str) -> tuple[str, str]:
+    """The absence claim a negated claim makes: absence of speech / music / sound events as before, otherwise
+    "absence" of the inner claim ("descriptor:impulsive sound"), judged as its opposite."""
+    if type_ == "presence":
+        return "absence", value
+    if type_ == "speakers" and (value == "1" or _PEOPLE_WORD.search(span)):  # "no people talking", "not a single voice"
+        return "absence", "speech"
+    return "absence", f"{type_}:{value}"
 
 
 def _topic_here(text: str, start: int) -> bool:
@@ -143,30 +199,37 @@ def extract(text: str) -> list[ExtractedClaim]:
         take(m.start(), m.end(), "quote", (m.group(1) or m.group(2)).strip())
     for m in _NO_ONE.finditer(low):
         take(m.start(), m.end(), "absence", "speech")
+    items = negated_items("".join(" " if t else ch for ch, t in zip(low, taken, strict=True)))  # not in quotes
+    scoped: dict[int, int] = {}  # claim start → the negated list item it is in
     for rx, type_, value in (*_TABLES, *_LATE):
         for m in rx.finditer(low):
             a, b = m.start(), m.end()
             if not free(a, b):
                 continue
-            if type_ == "presence" or type_ == "silence":
-                negated = _absent_here(low, a, b)
-                if type_ == "presence":
-                    take(a, b, "absence" if negated else "presence", value)
-                elif not negated:
-                    take(a, b, "silence", value)
+            item = next((k for k, (s, e) in enumerate(items) if s <= a < e), None)
+            negated = item is not None or bool(_ABSENT_AFTER.match(low[b:]))
+            t, v = type_, value or m.group(0)
+            if t == "silence" and negated:
                 continue
-            if type_ == "tempo" and value == "bpm":
-                take(a, b, "tempo", m.group(1))
-                continue
-            if type_ == "key":
-                take(a, b, "key", f"{m.group(1).replace(' sharp', '#').replace(' flat', 'b').upper()} {m.group(2)}")
-                continue
-            if _absent_here(low, a, b) and type_ in ("event", "instrument", "descriptor", "genre"):
-                continue  # "no dog barks": an absence of a named thing claims nothing checkable
-            if type_ in TOPICAL and _topic_here(low, a):
-                take(a, b, "topic", m.group(0))
-                continue
-            take(a, b, type_, value or m.group(0))
+            if t == "tempo" and value == "bpm":
+                v = m.group(1)
+            elif t == "key":
+                v = f"{m.group(1).replace(' sharp', '#').replace(' flat', 'b').upper()} {m.group(2)}"
+            elif t in TOPICAL and _topic_here(low, a):
+                t, v = "topic", m.group(0)
+            if negated:
+                t, v = _denied(t, v, m.group(0))
+                if item is not None:
+                    scoped[a] = item
+            take(a, b, t, v)
+    # "no loud music": the loudness describes the music denied, it is no claim of its own
+    out = [
+        c
+        for c in out
+        if c.start not in scoped
+        or c.value.split(":")[0] not in ATTRIBUTES
+        or not any(scoped.get(o.start) == scoped[c.start] and o.start > c.start for o in out)
+    ]
     words = re.findall(r"[A-Za-z]+", text)
     if sum(w[0].isupper() for w in words) <= max(1, len(words) // 2):  # not Title Case or CAPITALS: names stand out
         for m in _NAME.finditer(text):
@@ -283,7 +346,7 @@ def _speakers(e: _Evidence, value: str) -> Judgement:
     n = e.num("speakers.count")
     if n is None:
         return _j(UNSUPPORTED, None, "no confident speaker count")
-    ok = {"1": n == 1, "2": n == 2, "3+": n >= 3}[value]
+    ok = {"1": n == 1, "2": n == 2, "2+": n >= 2, "3+": n >= 3}[value]
     return _j(
         SUPPORTED if ok else CONTRADICTED, f"speakers.count={n:g}", "" if ok else "the diarization counts otherwise"
     )
@@ -327,10 +390,21 @@ def _tempo(e: _Evidence, value: str) -> Judgement:
     )
 
 
+def _flip(j: Judgement) -> Judgement:
+    if j.verdict == SUPPORTED:
+        return _j(CONTRADICTED, j.fact, "claimed absent, but the evidence confirms it")
+    if j.verdict == CONTRADICTED:
+        return _j(SUPPORTED, j.fact, j.reason)
+    return j
+
+
 def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> Judgement:
     """The verdict on one claim against one clip's evidence."""
     e = _Evidence(ev, min_confidence)
     t, v = c.type, c.value
+    if t == "absence" and ":" in v:  # a denied claim holds where the claim itself is contradicted
+        inner, value = v.split(":", 1)
+        return _flip(judge(ExtractedClaim(inner, value, c.span, c.start), ev, min_confidence))
     if t in ("presence", "absence"):
         return _presence(e, v, t == "presence")
     if t == "silence":

@@ -281,3 +281,143 @@ def test_a_single_voice_is_a_speaker_count_and_a_silent_clip_has_no_acoustics_to
         "acoustics.bandwidth_hz": 0.0,
     }
     assert _verdicts("A noisy recording.", ev)[("noise", "noisy")] == "unsupported"
+
+
+# A clip of beeps and knocks over a noisy floor (the dev build's dev_00A_00003, 2026-11-24 by-hand check).
+EVENTS = evidence_of(
+    "a1",
+    "00A",
+    {"sound_tags.clip": {"impulsive sound": 0.9, "tonal sound": 0.7}, "acoustics.snr_db": 5.0, "levels.lufs": -35.0},
+)
+
+
+def _denied(text):
+    return {c.value for c in extract(text) if c.type == "absence"}
+
+
+@pytest.mark.parametrize(
+    "text, denied",
+    [
+        (
+            "This audio clip contains no speech, no music, impulsive sounds, or background noise.",
+            {"speech", "music", "descriptor:impulsive sound", "noise:noisy"},
+        ),
+        ("Neither speech nor music is heard.", {"speech", "music"}),
+        ("It doesn't contain speech, music or noise.", {"speech", "music", "sound"}),
+        (
+            "The recording is free of hiss, echo or distortion.",
+            {"noise:noisy", "reverb:reverberant", "clipping:clipped"},
+        ),
+        ("A calm melody without vocals, drums, or bass.", {"instrument:vocals", "instrument:drums", "instrument:bass"}),
+        ("There is no speech or music, only sound events.", {"speech", "music"}),
+        ("No loud music.", {"music"}),  # the loudness of music denied is no loudness claim
+        ("Not a single voice is heard.", {"speech"}),
+    ],
+)
+def test_a_negator_denies_every_item_of_the_list_after_it(text, denied):
+    assert _denied(text) == denied, extract(text)
+
+
+@pytest.mark.parametrize(
+    "text, present",
+    [
+        ("No speech, but music plays throughout.", ("presence", "music")),
+        ("No speech, music plays throughout.", ("presence", "music")),  # a comma list needs its "or"/"and"
+        ("No speech and music plays throughout.", ("presence", "music")),
+        ("No music, just speech over sound events.", ("presence", "speech")),
+        ("The clip has no speech or music, and a dog barks.", ("event", "dog")),
+        ("No speech; impulsive sounds near the start.", ("descriptor", "impulsive sound")),
+        ("No, the voice is female.", ("gender", "female")),
+        ("There is no doubt that a man speaks.", ("gender", "male")),
+        ("Do not mention music in your answer.", ("presence", "music")),  # a format rule, not a sound
+        ('He says "not now" loudly.', ("loudness", "loud")),  # a negator inside a quote denies nothing
+        ("It is not possible to tell the speaker's gender.", ("speakers", "1")),
+    ],
+)
+def test_a_negator_scope_ends_with_its_list(text, present):
+    assert present in {(c.type, c.value) for c in extract(text)}, extract(text)
+
+
+def test_a_denied_claim_is_contradicted_by_what_is_there():
+    caption = "This audio clip contains no speech, no music, impulsive sounds, or background noise."
+    got = _verdicts(caption, EVENTS)
+    assert got[("absence", "speech")] == got[("absence", "music")] == "supported"
+    assert got[("absence", "descriptor:impulsive sound")] == "contradicted"  # the tagger hears knocks
+    assert got[("absence", "noise:noisy")] == "contradicted"  # 5 dB SNR
+    keep, reason, _ = claim_verdict(audit(caption, EVENTS))
+    assert not keep and "contradicts the evidence: 'impulsive'" in reason
+    # the same words are true of a silent clip, and what a clip lacks is judged the same way for any claim
+    assert claim_verdict(audit("No speech, music, or impulsive sounds.", evidence_of("z", "000")))[0]
+    assert _verdicts("There is no background noise or echo.", SPEECH) == {
+        ("noise", "clean"): "contradicted",  # "no background noise" is a vocabulary phrase of its own
+        ("absence", "reverb:reverberant"): "contradicted",
+    }
+    assert _verdicts("A man speaks, not a woman.", SPEECH)[("absence", "gender:female")] == "contradicted"
+    male = evidence_of("s2", "S00", {"speakers.count": 1, "S1@speaker.gender": {"male": 0.95}})
+    assert _verdicts("A man speaks, not a woman.", male)[("absence", "gender:female")] == "supported"
+    assert _verdicts("No dog barks.", EVENTS)[("absence", "event:dog")] == "unsupported"  # nobody names sources
+    assert next(c for c in extract("No dog barks.") if c.type == "absence").specific
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A female voice speaking to a woman near the start, speech is indistinct.",  # dev_S00_00011, kept
+        "A woman talks with her friend about the office.",
+        "A woman is having a conversation.",
+        "An interview with a woman.",
+        "She replies calmly.",
+        "The woman answers him.",
+        "They are talking quietly.",
+        "People chatting in the background.",
+        "A brief exchange between colleagues.",
+        "A woman addresses a man.",
+    ],
+)
+def test_a_listener_or_interlocutor_is_a_second_speaker(text):
+    assert ("speakers", "2+") in {(c.type, c.value) for c in extract(text)}, extract(text)
+    assert _verdicts(text, SPEECH)[("speakers", "2+")] == "contradicted"  # one confident speaker
+    assert not claim_verdict(audit(text, SPEECH), inference=True)[0]
+    unknown = evidence_of("s4", "S00", {"S1@speaker.speech_s": 3.0})
+    assert _verdicts(text, unknown)[("speakers", "2+")] == "unsupported"
+    two = evidence_of("s5", "S00", {"speakers.count": 2})
+    assert _verdicts(text, two)[("speakers", "2+")] == "supported"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A woman speaks with a calm voice.",
+        "She speaks with her soft voice.",
+        "A woman addresses the listener directly.",
+        "A woman speaks to the camera in a conversational tone.",
+        "A woman talks about her friend.",
+        "A crowd cheers.",  # crowd noise is a sound event, not a voice count
+        "The answers are short.",
+        "Reply in one word.",
+    ],
+)
+def test_one_voice_and_its_manner_are_not_a_second_speaker(text):
+    assert all(c.value != "2+" for c in extract(text)), extract(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "A steady beat with no pitch.",  # kept in the demo build of 2026-11-24
+        "An unpitched thud repeats.",
+        "Pitchless percussion.",
+        "An atonal drone.",
+        "A drone without any clear pitch.",
+        "The primary pitch of the sounds heard throughout is A# minor.",  # dev_0M0_00003, kept
+    ],
+)
+def test_a_denied_or_named_pitch_is_a_pitch_level(text):
+    assert _verdicts(text, MUSIC)[("pitch", "level")] == "unsupported", text
+    assert not claim_verdict(audit(text, MUSIC))[0], text
+
+
+def test_vocabulary_edges():
+    assert all(c.type != "pitch" for c in extract("A tonal beep over a steady beat in A minor."))
+    assert {(c.type, c.value) for c in extract("The clip contains no sound events.")} == {("absence", "sound")}
+    assert ("change", "over time") in {(c.type, c.value) for c in extract("Sounds that rise and fall a lot.")}
