@@ -20,13 +20,13 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.date_speed import load_group  # noqa: E402
-from earmark.metrics.date import _tokenize  # noqa: E402
+from earmark.metrics.date_embed import tokenize  # noqa: E402
 from earmark.metrics.similarity import load_sbert  # noqa: E402
 
 
 def token_counts(model, texts: list[str], batch: int = 32) -> tuple[int, int, int, float]:
     unique = sorted(set(texts))
-    lengths = _tokenize(model, unique)["attention_mask"].sum(1)
+    lengths = (tokenize(model, unique)[0] != 0).sum(1)
     ordered = torch.sort(lengths, descending=True).values
     padded = sum(int(ordered[i : i + batch].max()) * len(ordered[i : i + batch]) for i in range(0, len(ordered), batch))
     return len(unique), int(lengths.sum()), padded, float((lengths.float() ** 2).sum())

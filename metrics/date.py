@@ -19,8 +19,13 @@ The FENSE error checker multiplies a candidate's scores by 0.1 when it flags an 
 download, so here it is optional: pass any callable `list[str] -> penalties` (mecat's RefinedErrorChecker
 works when its checkpoint is on disk); without one every penalty is 1.
 
-Speed: each corpus is tokenised once, each unique sentence embedded once in length-sorted batches, tf and
-df come from one sparse×dense product, and discrimination is a blocked N×N matrix.
+Agreement and speed: the tf-idf weights are upstream's bit for bit (`metrics.date_weights`); each distinct
+sentence is embedded once in length-sorted batches with padding trimmed (`metrics.date_embed`), which
+differs from upstream's 32-sentence full-width batches by rounding only (≈1e-7). That is far inside the
+1e-4 agreement for similarity, but a discrimination count flips when a similarity sits within rounding of
+its δ/2 threshold, and one flip moves a sample by 1/N (3.9e-4 in a 2,593-sample group). So every pair
+within `tie_window` of its threshold is decided again on upstream's own embeddings of the sentences
+involved — its batches, its CPU normalisation, its block products — and the decision is upstream's.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from earmark.metrics.date_embed import Corpus, encode, exact_rows, normalised
 from earmark.metrics.refcache import cached_reference_means
 from earmark.metrics.similarity import load_sbert
 from earmark.schemas.records import QA_CATEGORIES
@@ -68,8 +74,9 @@ def _official_delta(group: str) -> float:
 
 GROUP_DELTA: dict[str, float] = {g: _official_delta(g) for g in (*_GROUP_TO_SUBTASK, *QA_GROUPS)}
 
-_SPECIAL_IDS = (0, 101, 102)  # PAD, CLS, SEP of the BERT uncased vocab, as hard-coded upstream
-_CHUNK = 2048  # sentences per sparse tf/df block: bounds the dense (chunk × vocab) product
+UPSTREAM_ROWS = 1024  # candidates per similarity block upstream: the product's shape fixes its rounding
+DEFAULT_BATCH = 256  # sentences per fast forward pass (docs/benchmarks.md, "DATE on a GPU")
+TIE_WINDOW = 4e-6  # > twice the fast pass's largest rounding gap (8.4e-7 L2, measured), ≪ any real score gap
 
 
 @dataclass(frozen=True)
@@ -87,110 +94,6 @@ class DateScores:
             "discrimination": float(self.discrimination.mean()),
             "date": float(self.date.mean()),
         }
-
-
-def _tokenize(model, texts: Sequence[str]) -> dict[str, torch.Tensor]:
-    # preprocess == the deprecated tokenize upstream calls (strip, truncate to max_seq_length, pad).
-    fn = getattr(model, "preprocess", None) or model.tokenize
-    feats = fn(list(texts))
-    return {k: v for k, v in feats.items() if isinstance(v, torch.Tensor)}
-
-
-def _word_embedding_layer(model) -> torch.nn.Module:
-    return model[0].auto_model.embeddings.word_embeddings
-
-
-def _tfidf_weights(ids: torch.Tensor, counts: torch.Tensor, table: torch.nn.Module) -> torch.Tensor:
-    """fp16 per-position weights (U×L) for unique sentences `ids` occurring `counts` times in the corpus."""
-    dev = ids.device
-    valid = torch.ones_like(ids, dtype=torch.bool)
-    for sid in _SPECIAL_IDS:
-        valid &= ids != sid
-    weights = torch.ones(ids.shape, dtype=torch.float16, device=dev)
-    if not bool(valid.any()):
-        return weights
-    vocab, inverse = torch.unique(ids[valid], return_inverse=True)
-    n_words = len(vocab)
-    with torch.no_grad():
-        emb = torch.nn.functional.normalize(table(vocab).half(), p=2, dim=-1)
-        cos = torch.empty((n_words, n_words), dtype=torch.float16, device=dev)
-        for i in range(0, n_words, 1024):  # same fp16 products as upstream
-            cos[i : i + 1024] = emb[i : i + 1024] @ emb.t()
-        cos_sq_t = cos.pow(2).float().t().contiguous()  # fp16 square, as upstream; [t, w] = cos²(w, t)
-
-    rows, cols = valid.nonzero(as_tuple=True)
-    n_sent = ids.shape[0]
-    df = torch.zeros(n_words, dtype=torch.float32, device=dev)
-    tf = torch.empty(len(rows), dtype=torch.float16, device=dev)
-    # positions are grouped by row (nonzero is row-major), so each chunk of sentences is a contiguous slice
-    bounds = torch.searchsorted(rows, torch.arange(0, n_sent + _CHUNK, _CHUNK, device=dev).clamp(max=n_sent))
-    for c, start in enumerate(range(0, n_sent, _CHUNK)):
-        lo, hi = int(bounds[c]), int(bounds[c + 1])
-        if lo == hi:
-            continue
-        r, w = rows[lo:hi] - start, inverse[lo:hi]
-        n_rows = min(_CHUNK, n_sent - start)
-        occ = torch.sparse_coo_tensor(
-            torch.stack([r, w]), torch.ones(hi - lo, device=dev), (n_rows, n_words), check_invariants=False
-        ).coalesce()
-        soft = torch.sparse.mm(occ, cos_sq_t).half()  # [s, w] = Σ_positions of s cos²(w, t), fp16 like upstream
-        df += (soft.clamp(0, 1).float() * counts[start : start + n_rows, None]).sum(0)
-        tf[lo:hi] = soft[r, w]
-        del soft, occ
-    n_docs = counts.sum()
-    idf = torch.log((n_docs + 1) / (df + 1)) + 1
-    raw = tf.float() * idf[inverse]  # numpy fp16 × fp32 → fp32 upstream
-
-    per_row = torch.zeros(n_sent, dtype=torch.float32, device=dev).index_add_(0, rows, raw)
-    mean = per_row / valid.sum(1).clamp(min=1)
-    norm = torch.where(mean > 1e-9, mean, torch.ones_like(mean))
-    w32 = raw / norm[rows]
-    weights[rows, cols] = w32.half()
-    has = valid.any(1)
-    w_max = torch.full((n_sent,), -torch.inf, device=dev).scatter_reduce(0, rows, w32, "amax")
-    w_min = torch.full((n_sent,), torch.inf, device=dev).scatter_reduce(0, rows, w32, "amin")
-    cls_rows = has & (ids[:, 0] == 101)
-    weights[cls_rows, 0] = w_max[cls_rows].half()
-    is_sep = ids == 102
-    sep_rows = has & is_sep.any(1)
-    sep_pos = is_sep.int().argmax(1)
-    weights[sep_rows, sep_pos[sep_rows]] = w_min[sep_rows].half()
-    return weights
-
-
-def _corpus_embeddings(model, texts: Sequence[str], device: torch.device, batch_size: int) -> torch.Tensor:
-    """Normalised DATE sentence embeddings for every text; idf is over `texts` (duplicates included)."""
-    unique, index, counts = np.unique(np.asarray(list(texts), dtype=object), return_inverse=True, return_counts=True)
-    feats = {k: v.to(device) for k, v in _tokenize(model, unique.tolist()).items()}
-    table = _word_embedding_layer(model)
-    weights = _tfidf_weights(feats["input_ids"], torch.as_tensor(counts, dtype=torch.float32, device=device), table)
-    lengths = feats["attention_mask"].sum(1)
-    order = torch.argsort(lengths, descending=True)
-    dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    out = torch.empty((len(unique), dim_of()), dtype=torch.float32, device=device)
-    with torch.no_grad():
-        for i in range(0, len(unique), batch_size):
-            sel = order[i : i + batch_size]
-            width = int(lengths[sel].max())  # trim padding: masked positions do not change the pooled output
-            ids = feats["input_ids"][sel, :width]
-            batch = {
-                "attention_mask": feats["attention_mask"][sel, :width],
-                "inputs_embeds": table(ids) * weights[sel, :width].float().unsqueeze(-1),
-            }
-            if "token_type_ids" in feats:
-                batch["token_type_ids"] = feats["token_type_ids"][sel, :width]
-            out[sel] = model.forward(batch)["sentence_embedding"].float()
-    out = torch.nn.functional.normalize(out, p=2, dim=-1)
-    return out[torch.as_tensor(index, device=device)]
-
-
-def _reference_means(model, refs: list[list[str]], dev: torch.device, batch_size: int) -> torch.Tensor:
-    """Per sample, the mean of its references' normalised embeddings (idf over all references of the group)."""
-    n = len(refs)
-    owner = torch.as_tensor(np.repeat(np.arange(n), [len(r) for r in refs]), device=dev)
-    ref_emb = _corpus_embeddings(model, [r for rs in refs for r in rs], dev, batch_size)
-    ref_mean = torch.zeros((n, ref_emb.shape[1]), device=dev).index_add_(0, owner, ref_emb)
-    return ref_mean / torch.bincount(owner, minlength=n).clamp(min=1).unsqueeze(1).float()
 
 
 def _resolve_model(sbert, device: torch.device):
@@ -213,6 +116,72 @@ def error_penalties(error_checker: Callable | None, candidates: Sequence[str], d
     return penalty
 
 
+def _means(raw: torch.Tensor, counts: list[int]) -> torch.Tensor:
+    """Per-sample mean of the normalised reference embeddings, on the CPU as upstream (n × D)."""
+    if len(set(counts)) == 1:
+        return normalised(raw, counts[0]).mean(dim=1)
+    # upstream cannot score uneven reference counts (it fails); here each sample averages its own
+    emb = torch.nn.functional.normalize(raw, p=2, dim=-1)
+    owner = torch.as_tensor(np.repeat(np.arange(len(counts)), counts))
+    total = torch.zeros((len(counts), emb.shape[1])).index_add_(0, owner, emb)
+    return total / torch.as_tensor(counts, dtype=torch.float32).clamp(min=1).unsqueeze(1)
+
+
+def _reference_side(model, refs: list[list[str]], dev: torch.device, batch_size: int, half: bool) -> dict:
+    """What a group's references contribute: per-sample means, plus the token ids and weights that the tie
+    repair re-embeds from (stored together in the reference cache)."""
+    corpus = encode(model, [r for rs in refs for r in rs], dev, batch_size, half)
+    counts = [len(r) for r in refs]
+    return {"ref_mean": _means(corpus.raw, counts), "counts": torch.as_tensor(counts), **corpus.tensors()}
+
+
+def _counts(cand, ref_mean, penalty, delta: float, window: float, rows: Sequence[int] | None = None):
+    """Upstream's discrimination counts (`DATE.forward`, part 2), block by block as upstream, and the
+    (row, column) pairs whose similarity lies within `window` of the row's threshold.
+
+    count_i = #{j : s_ij > own_i + δ/2} + #{j : own_i − δ/2 ≤ s_ij ≤ own_i + δ/2} with s = cand·ref_meanᵀ ×
+    penalty_i and own_i = Σ cand_i ⊙ ref_mean_i × penalty_i (not the diagonal of the product: the two round
+    differently). `rows`: recount only the blocks holding these rows."""
+    n = len(cand)
+    own = (cand * ref_mean).sum(dim=1) * penalty
+    counts = torch.empty(n, dtype=torch.float32, device=cand.device)
+    ref_t = ref_mean.float().t()
+    near: list[torch.Tensor] = []
+    blocks = range(0, n, UPSTREAM_ROWS) if rows is None else sorted({r // UPSTREAM_ROWS * UPSTREAM_ROWS for r in rows})
+    for i in blocks:
+        end = min(i + UPSTREAM_ROWS, n)
+        sims = torch.mm(cand[i:end].float(), ref_t) * penalty[i:end, None]
+        upper = own[i:end].unsqueeze(1) + delta / 2
+        lower = own[i:end].unsqueeze(1) - delta / 2
+        above = (sims > upper).sum(dim=1).float()
+        within = ((sims <= upper) & (sims >= lower)).sum(dim=1).float()
+        counts[i:end] = above + within
+        if window > 0:
+            pairs = ((sims - lower).abs() <= window).nonzero()
+            near.append(pairs + torch.as_tensor([i, 0], device=pairs.device))
+    pairs = torch.cat(near).cpu() if near else torch.zeros((0, 2), dtype=torch.long)
+    return own, counts, pairs
+
+
+def _repair_ties(model, cand_corpus, cand, ref_side, ref_mean, penalty, delta, pairs, dev):
+    """Recount the rows with a near-threshold pair on upstream's own embeddings of the sentences involved
+    (upstream's batches, CPU normalisation, block products of the same shapes): their decision is then
+    upstream's, whatever rounding the fast pass had. Returns (own, counts) for those rows."""
+    rows = sorted({int(i) for i in pairs[:, 0]})
+    cols = sorted({int(j) for j in pairs[:, 1]} | set(rows))
+    k = int(ref_side["counts"][0])
+    ref_corpus = Corpus.from_tensors(ref_side)
+    cand_x, ref_x = cand.clone(), ref_mean.clone()
+    raw = exact_rows(model, cand_corpus, rows, dev)
+    cand_x[torch.as_tensor(rows, device=dev)] = normalised(torch.stack([raw[i] for i in rows]), 1)[:, 0].to(dev)
+    raw = exact_rows(model, ref_corpus, [j * k + m for j in cols for m in range(k)], dev)
+    stacked = torch.stack([raw[j * k + m] for j in cols for m in range(k)])
+    ref_x[torch.as_tensor(cols, device=dev)] = normalised(stacked, k).mean(dim=1).to(dev)
+    own, counts, _ = _counts(cand_x, ref_x, penalty, delta, 0.0, rows)
+    index = torch.as_tensor(rows, device=dev)
+    return index, own[index], counts[index]
+
+
 def date_scores(
     candidates: list[str],
     references: list[list[str]],
@@ -221,16 +190,23 @@ def date_scores(
     sbert=None,
     error_checker: Callable[[list[str]], object] | None = None,
     device: str | torch.device | None = None,
-    batch_size: int = 32,
-    block: int = 1024,
+    batch_size: int = DEFAULT_BATCH,
+    half: bool = False,
+    tie_window: float = TIE_WINDOW,
     reference_cache: dict | None = None,
 ) -> DateScores:
     """DATE of each candidate against its references, all samples forming one group (one δ, one idf).
 
     `delta` is the group's full tolerance (see GROUP_DELTA); ties within δ/2 count against the candidate.
+    Give the samples in the official order (sorted sample keys, as `metrics.mecat_eval.score_group` does):
+    upstream's batches follow that order, and the tie repair re-runs them.
     `sbert`: a loaded sentence-transformers model or a local directory (default: all-MiniLM-L6-v2 wheel).
     `error_checker`: optional callable returning one penalty factor per candidate (1 = no error).
     `device`: "cpu" (default) or "cuda"; a loaded model is moved there.
+    `batch_size`: sentences per forward pass of the fast pass; `half`: run it under fp16 autocast (faster
+    on a GPU, ≈1e-3 off upstream: the tie window must then be wider; see docs/benchmarks.md).
+    `tie_window`: pairs whose similarity is this close to a threshold are decided on upstream's own
+    embeddings (0 turns the repair off). It must exceed the fast pass's rounding difference.
     `reference_cache`: a dict or a `metrics.refcache.ReferenceCache` (on disk); the references' side of a
     group (its idf and embeddings) does not depend on the candidates, so scoring several systems on one
     group — in this process or a later one — embeds the references once.
@@ -247,20 +223,19 @@ def date_scores(
     model = _resolve_model(sbert, dev)
     refs = [list(r) if len(r) else [""] for r in references]  # mecat's scorer substitutes "" for no reference
 
-    ref_mean = cached_reference_means(
-        reference_cache, "date", model, refs, lambda: _reference_means(model, refs, dev, batch_size), dev
+    ref_side = cached_reference_means(
+        reference_cache, "date", model, refs, lambda: _reference_side(model, refs, dev, batch_size, half), None
     )
-    cand = _corpus_embeddings(model, list(candidates), dev, batch_size)
-
+    ref_mean = ref_side["ref_mean"].to(dev)
+    cand_corpus = encode(model, list(candidates), dev, batch_size, half)
+    cand = normalised(cand_corpus.raw, 1).squeeze(1).to(dev)
     penalty = error_penalties(error_checker, candidates, dev)
 
-    own = (cand * ref_mean).sum(1) * penalty
-    half = delta / 2
-    against = torch.empty(n, device=dev)
-    with torch.no_grad():
-        for i in range(0, n, block):
-            sims = (cand[i : i + block] @ ref_mean.t()) * penalty[i : i + block, None]
-            against[i : i + block] = (sims >= (own[i : i + block] - half)[:, None]).sum(1).float()
-    disc = 1 - against / n
+    own, counts, pairs = _counts(cand, ref_mean, penalty, delta, tie_window)
+    uniform = len(set(len(r) for r in refs)) == 1  # upstream's shape; with uneven counts it has no answer
+    if len(pairs) and uniform:
+        index, own_x, counts_x = _repair_ties(model, cand_corpus, cand, ref_side, ref_mean, penalty, delta, pairs, dev)
+        own[index], counts[index] = own_x, counts_x
+    disc = 1 - counts / n
     date = 2 * own * disc / (own + disc + 1e-8)
     return DateScores(own.cpu().numpy(), disc.cpu().numpy(), date.cpu().numpy(), float(delta))

@@ -3,7 +3,8 @@
 A group's reference embeddings depend only on its references and the SBERT weights (DATE's idf is computed
 over the reference corpus alone), never on the candidates. Scoring a second system — or the same system
 again — on the MECAT test set therefore needs only the candidates' forward pass. `ReferenceCache` stores
-each group's per-sample reference means as one `.npy` file named by a key over (metric, model weights
+each group's reference side (per-sample reference means; for DATE also the token ids and weights its tie
+repair re-embeds from) as one `.npz` file named by a key over (metric, model weights
 fingerprint, reference texts); a different model or one changed reference makes a different key, so a
 stale entry is never read. Writes are atomic (temp file + rename), so concurrent scorers cannot read a
 half-written file.
@@ -21,6 +22,7 @@ import numpy as np
 import torch
 
 _FINGERPRINT_ATTR = "_earmark_weights_sha"
+_SINGLE = "value"  # the array name of an entry that is one tensor
 
 
 def model_fingerprint(model: torch.nn.Module) -> str:
@@ -55,25 +57,28 @@ class ReferenceCache:
         self.misses = 0
 
     def _path(self, key: str) -> Path:
-        return self.directory / key[:2] / f"{key}.npy"
+        return self.directory / key[:2] / f"{key}.npz"
 
     def get(self, key: str, default=None):
+        """The stored tensor, or dict of tensors, under `key` (`default` when absent or unreadable)."""
         path = self._path(key)
         try:
-            arr = np.load(path, allow_pickle=False)
-        except (FileNotFoundError, ValueError, OSError):
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {name: torch.from_numpy(npz[name]) for name in npz.files}
+        except (FileNotFoundError, ValueError, OSError, KeyError):
             self.misses += 1
             return default
         self.hits += 1
-        return torch.from_numpy(arr)
+        return arrays[_SINGLE] if set(arrays) == {_SINGLE} else arrays
 
-    def __setitem__(self, key: str, value: torch.Tensor) -> None:
+    def __setitem__(self, key: str, value: torch.Tensor | dict[str, torch.Tensor]) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = value if isinstance(value, dict) else {_SINGLE: value.float()}
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
-                np.save(fh, value.detach().to("cpu").float().numpy(), allow_pickle=False)
+                np.savez(fh, **{name: t.detach().to("cpu").numpy() for name, t in arrays.items()})
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
@@ -81,13 +86,15 @@ class ReferenceCache:
 
 
 def cached_reference_means(
-    cache, metric: str, model: torch.nn.Module, refs: list[list[str]], compute, device: torch.device
-) -> torch.Tensor:
-    """The reference means from `cache` (a dict or ReferenceCache, or None), else `compute()` stored in it."""
+    cache, metric: str, model: torch.nn.Module, refs: list[list[str]], compute, device: torch.device | None
+):
+    """The reference side from `cache` (a dict or ReferenceCache, or None), else `compute()` stored in it.
+
+    `compute()` returns one tensor (moved to `device`) or a dict of tensors (returned as stored)."""
     key = reference_key(metric, model, refs) if cache is not None else None
-    ref_mean = cache.get(key) if cache is not None else None
-    if ref_mean is None:
-        ref_mean = compute()
+    value = cache.get(key) if cache is not None else None
+    if value is None:
+        value = compute()
         if cache is not None:
-            cache[key] = ref_mean
-    return ref_mean.to(device)
+            cache[key] = value
+    return value if isinstance(value, dict) else value.to(device)

@@ -207,7 +207,7 @@ def test_disk_reference_cache_survives_the_process_and_keys_on_references(sbert,
     delta = GROUP_DELTA["direct_perception"]
     first = ReferenceCache(tmp_path)
     cold = date_scores(cands, refs, delta=delta, sbert=sbert, reference_cache=first)
-    assert (first.hits, first.misses) == (0, 1) and len(list(tmp_path.rglob("*.npy"))) == 1
+    assert (first.hits, first.misses) == (0, 1) and len(list(tmp_path.rglob("*.npz"))) == 1
     second = ReferenceCache(tmp_path)  # a new scorer process reading the same directory
     warm = date_scores(cands, refs, delta=delta, sbert=sbert, reference_cache=second)
     assert (second.hits, second.misses) == (1, 0)
@@ -215,24 +215,93 @@ def test_disk_reference_cache_survives_the_process_and_keys_on_references(sbert,
     changed = [list(r) for r in refs]
     changed[0][0] = changed[0][0] + " loudly"  # one reference edited → another key, never the stale entry
     date_scores(cands, changed, delta=delta, sbert=sbert, reference_cache=second)
-    assert second.misses == 1 and len(list(tmp_path.rglob("*.npy"))) == 2
+    assert second.misses == 1 and len(list(tmp_path.rglob("*.npz"))) == 2
 
 
 def test_uneven_reference_counts(sbert, official):
     """mecat 1.1.0 assumes the same number of references per sample and fails otherwise; an earmark version
     can hold 1–3 references per clip after QC, so ours averages whatever references a sample has."""
-    from earmark.metrics.date import _corpus_embeddings
+    from earmark.metrics.date_embed import encode
 
     cands, refs = _uneven_case(40)
     with pytest.raises(RuntimeError, match="must match the size"):
         _run_official(official, "content_long", cands, refs)
     ours = date_scores(cands, refs, delta=GROUP_DELTA["content_long"], sbert=sbert)
     dev = torch.device("cpu")
-    ref_emb = _corpus_embeddings(sbert, [r for rs in refs for r in rs], dev, 32)
-    cand_emb = _corpus_embeddings(sbert, cands, dev, 32)
+    ref_emb = torch.nn.functional.normalize(encode(sbert, [r for rs in refs for r in rs], dev, 32).raw, dim=-1)
+    cand_emb = torch.nn.functional.normalize(encode(sbert, cands, dev, 32).raw, dim=-1)
     bounds = np.cumsum([0] + [len(r) for r in refs])
     means = torch.stack([ref_emb[a:b].mean(0) for a, b in zip(bounds[:-1], bounds[1:])])
     np.testing.assert_allclose(ours.similarity, (cand_emb * means).sum(1).numpy(), atol=1e-6)
     # the same samples with their 3 references each still match the official code (covered above); here
     # a sample's score moves when its references change, and every score is finite
     assert np.isfinite(ours.date).all() and 0 < ours.discrimination.mean() < 1
+
+
+def test_token_weights_are_upstreams_bit_for_bit(sbert, official):
+    """The fp16 tf-idf weights equal mecat's own (its per-sentence numpy loop), position by position."""
+    from earmark.metrics.date_embed import tokenize, vocab_size, word_table
+    from earmark.metrics.date_weights import token_weights
+
+    _, refs = _caption_case("long", "short", ("000", "S00", "0M0", "SMA"), 60)
+    refs[0] = ["", "a a a a", refs[0][2]]  # no tokens; one token repeated
+    keys = [f"s{i:05d}" for i in range(len(refs))]
+    theirs = official.update_word_embeddings({k: {"long": list(r)} for k, r in zip(keys, refs)}, "long")
+    ids, _ = tokenize(sbert, [r for rs in refs for r in rs])
+    assert torch.equal(ids, theirs["features"]["input_ids"])
+    ours = token_weights(ids, word_table(sbert), vocab_size(sbert), torch.device("cpu"))
+    assert torch.equal(ours, theirs["tf_idf_weights"])
+
+
+def test_every_pair_decided_on_upstreams_embeddings_is_upstream_exactly(sbert, official):
+    """tie_window=inf re-embeds every sentence in upstream-shaped batches (packed, distinct sentences once):
+    the scores are then upstream's, bit for bit, not only within 1e-4."""
+    cands, refs = CASES["mixed_music"]()
+    frame = _run_official(official, "mixed_music", cands, refs)
+    ours = date_scores(
+        cands, refs, delta=GROUP_DELTA["mixed_music"], sbert=sbert, error_checker=RepetitionChecker(), tie_window=np.inf
+    )
+    for column in ("similarity", "discrimination", "date"):
+        np.testing.assert_array_equal(getattr(ours, column), frame[column].to_numpy(dtype=np.float32), err_msg=column)
+
+
+def test_threshold_ties_are_counted_as_upstream_counts_them(official):
+    """Constructed ties: other samples' similarities exactly at own − δ/2, one float32 step either side, and
+    exactly at own + δ/2, fed to upstream's own discrimination code (DATE.forward) and to ours."""
+    from earmark.metrics.date import _counts
+
+    delta = GROUP_DELTA["pure_music"]
+    own = np.float32(0.75)
+    lower = np.float32(own - np.float32(delta / 2))  # as torch computes own − δ/2 in float32
+    upper = np.float32(own + np.float32(delta / 2))
+    # unit candidate e0; sample j's reference mean (s_j, t_j) so that cand·mean_j = s_j exactly
+    column = [own, lower, np.nextafter(lower, np.float32(1)), np.nextafter(lower, np.float32(0)), upper, own, 0.1]
+    n = len(column)
+    cand = torch.zeros((n, 2))
+    cand[:, 0] = 1.0
+    ref_mean = torch.tensor([[s, 0.5] for s in column], dtype=torch.float32)
+
+    def fake_word_embeddings(self, data, subtask, n_sents=None, **kwargs):
+        return {"references": n_sents is None}  # upstream reads all references, one candidate per key
+
+    def fake_sentence_embeddings(self, batch_output, *args, **kwargs):
+        return (ref_mean if batch_output["references"] else cand).unsqueeze(1), torch.ones((n, 1))
+
+    keys = [f"r{i}" for i in range(n)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(official), "update_word_embeddings", fake_word_embeddings)
+        mp.setattr(type(official), "update_sentence_embeddings", fake_sentence_embeddings)
+        frame = pd.DataFrame(columns=["sample_id", "field_type", "delta", "similarity", "discrimination", "date"])
+        _, frame = official(
+            ref_data={k: {"music": ["x"] * 3} for k in keys},
+            val_data={k: {"music": ["y"]} for k in keys},
+            group_name="pure_music",
+            dataframe=frame,
+            field_type="music",
+        )
+    own_t, counts, _ = _counts(cand, ref_mean, torch.ones(n), delta, 0.0)
+    theirs = frame["discrimination"].to_numpy(dtype=np.float32)
+    np.testing.assert_array_equal((1 - counts / n).numpy(), theirs)
+    # row 0 (own 0.75): samples at own, at lower, one step above lower, at upper and its own count; one step
+    # below lower and 0.1 do not
+    assert counts[0] == 5
