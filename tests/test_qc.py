@@ -238,46 +238,12 @@ def test_evidence_margin_backend_flags_a_swapped_caption(embed):
 
 
 def test_clap_backend_on_a_random_tiny_model(tmp_path):
-    import shutil
-
-    import torch
-    from transformers import ClapAudioConfig, ClapConfig, ClapFeatureExtractor, ClapModel, ClapTextConfig
-
+    from earmark.experts.paper.random_weights import clap_model
     from earmark.metrics.similarity import default_sbert_path
 
     with pytest.raises(MissingWeights, match=r"laion/clap-htsat-unfused.*config\.json"):
         require_clap("laion/clap-htsat-unfused", tmp_path)
-    torch.manual_seed(0)
-    text = ClapTextConfig(
-        vocab_size=30522,
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-        max_position_embeddings=64,
-        projection_dim=8,
-    )
-    audio = ClapAudioConfig(
-        spec_size=256,
-        patch_size=4,
-        patch_stride=(4, 4),
-        hidden_size=32,
-        depths=[1, 1],
-        num_attention_heads=[2, 2],
-        window_size=8,
-        num_mel_bins=64,
-        projection_dim=8,
-        enable_fusion=False,
-        patch_embeds_hidden_size=16,
-    )
-    cfg = ClapConfig(text_config=text.to_dict(), audio_config=audio.to_dict(), projection_dim=8)
-    out = tmp_path / "laion" / "clap-htsat-unfused"
-    ClapModel(cfg).save_pretrained(out)
-    ClapFeatureExtractor(feature_size=64).save_pretrained(out)
-    tok = default_sbert_path()
-    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        if (tok / f).exists():
-            shutil.copy(tok / f, out / f)
+    clap_model(tmp_path / "laion" / "clap-htsat-unfused", default_sbert_path())
     path = require_clap("laion/clap-htsat-unfused", tmp_path)
     sr = 16_000
     t = np.arange(sr) / sr

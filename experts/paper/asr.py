@@ -224,7 +224,9 @@ class FasterWhisperPaperExpert(Expert):
                 end_s=round(min(float(w["end"]), duration), 3),
                 prob=round(float(w["probability"]), 4),
             )
-            for w in result.get("aligned_words") or [w for s in segs for w in s["words"]]
+            # With whisperX configured its words are the words, even none (nothing aligned): never Whisper's
+            # own under a +whisperx backend.
+            for w in (result["aligned_words"] if "aligned_words" in result else [w for s in segs for w in s["words"]])
         ]
         return Transcript(
             **self.lineage(clip.clip_id),

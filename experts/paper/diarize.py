@@ -1,8 +1,12 @@
 """Who spoke when: a pyannote.audio speaker-diarization pipeline from the models directory.
 
-The pipeline directory is what `huggingface-cli download pyannote/speaker-diarization-3.1` (or
-`-community-1`) writes, with the segmentation and embedding models it names downloaded beside it and its
-config.yaml pointing at those local paths (pyannote's "offline use" recipe). pyannote runs one clip at a
+The pipeline directory is what `huggingface-cli download pyannote/speaker-diarization-community-1` writes:
+its config.yaml names its segmentation, embedding and PLDA subfolders (`$model/...`), so it loads offline
+as it is. A 3.x pipeline (`-3.1`) names hub models instead: download those beside it and point config.yaml
+at the local paths (pyannote's "offline use" recipe); pyannote.audio 4 also loads a PLDA for every
+SpeakerDiarization pipeline, which a 3.x config.yaml does not name, so pyannote would fetch community-1's
+from the hub: such a config fails here, when the expert is built, saying what to add. pyannote's usage
+telemetry (on by default in 4.x, sent to pyannote.ai) is switched off. pyannote runs one clip at a
 time (it batches its own segmentation and embedding windows inside a clip). Clips where the vad table
 found (almost) no speech are skipped, as in the offline default. Speakers are renamed S1, S2, … in order
 of first appearance, like the offline default's labels.
@@ -11,18 +15,20 @@ of first appearance, like the offline default's labels.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from earmark.experts.audio import samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
-from earmark.experts.models import require_package, require_weights
+from earmark.experts.models import MissingWeights, require_package, require_weights
 from earmark.schemas.records import Diarization, SpeakerTurn, SpeechActivity
 
 NO_SPEECH_REASON = "no speech detected by VAD"
+DEFAULT_PIPELINE = "pyannote/speaker-diarization-community-1"
 PIPELINE_HINT = (
     "on a machine with internet run `huggingface-cli download {id} --local-dir {path}` (accept the model's "
-    "terms on huggingface.co first), download the segmentation and embedding models its config.yaml names "
-    "into the models directory too, point config.yaml at those local paths, and copy them here"
+    "terms on huggingface.co first) and copy {path} here; a 3.x pipeline names hub models in its config.yaml: "
+    "download those into the models directory too and point config.yaml at those local paths"
 )
 
 
@@ -48,9 +54,28 @@ def turns_to_record(
     return Diarization(**lineage, n_speakers=len(names), turns=turns, skipped_reason=reason)
 
 
+def missing_plda(config_yaml: Path) -> str | None:
+    """Why pyannote.audio 4 would go to the hub for a PLDA this SpeakerDiarization config does not name, or None."""
+    import yaml
+
+    config = yaml.safe_load(config_yaml.read_text()) or {}
+    pipeline = config.get("pipeline", {})
+    if not str(pipeline.get("name", "")).endswith("SpeakerDiarization") or "plda" in pipeline.get("params", {}):
+        return None
+    return (
+        f"{config_yaml} names no `plda` under pipeline.params (a pyannote 3.x pipeline); pyannote.audio 4 "
+        f"loads one for every SpeakerDiarization pipeline and would download {DEFAULT_PIPELINE}'s. Use "
+        f"{DEFAULT_PIPELINE} (diarization_model = {DEFAULT_PIPELINE!r}), or copy its plda/ folder into "
+        f"{config_yaml.parent} and add `plda: $model/plda` under pipeline.params"
+    )
+
+
 def _load_pipeline(path: str, device: str) -> Any:
     import torch
     from pyannote.audio import Pipeline
+    from pyannote.audio.telemetry import set_telemetry_metrics
+
+    set_telemetry_metrics(False)  # nothing leaves the machine: pyannote 4 reports usage to pyannote.ai by default
 
     config = f"{path}/config.yaml"
     pipeline = Pipeline.from_pretrained(config)
@@ -75,6 +100,9 @@ class PyannoteDiarizationExpert(Expert):
             "diarization", "pyannote.audio", "install it with `pip install pyannote.audio`", module="pyannote"
         )
         self.path = require_weights("diarization", model_id, models_dir, files=("config.yaml",), hint=PIPELINE_HINT)
+        problem = missing_plda(self.path / "config.yaml")
+        if problem:
+            raise MissingWeights(f"the paper profile's diarization expert cannot load offline: {problem}")
         self.backend = f"pyannote.audio:{model_id}"
         self.device, self.min_speech_s, self.max_speakers = device, min_speech_s, max_speakers
 

@@ -5,6 +5,7 @@ a local checkpoint (`nisqa.tar` of github.com/gabrielmittag/NISQA) instead of to
 As NISQA's reference code does, audio is resampled to the checkpoint's `ms_sr` (48 kHz) before its mel
 spectrogram; torchmetrics' helper would use the input rate as is. Clips of a call are scored as one batch:
 each clip's mel segments are padded to the model's maximum and the model masks by each clip's length.
+It runs on the CPU whatever device is configured: the port cannot run on CUDA (see NISQAExpert).
 """
 
 from __future__ import annotations
@@ -83,7 +84,9 @@ class NISQAExpert(Expert):
         require_package("nisqa", "torchmetrics", "install it with `pip install torchmetrics librosa`")
         self.path = require_weights("nisqa", checkpoint, models_dir, files=(), hint=NISQA_HINT)
         self.backend = f"nisqa-v2.0:torchmetrics:{checkpoint}"
-        self.device, self.batch_size = device, batch_size
+        # torchmetrics' port builds its padding masks with torch.arange on the CPU (no device argument), so the
+        # model cannot run on CUDA; on the CPU it scores ~95x real time on 2 cores (docs/benchmarks.md).
+        self.device, self.batch_size = "cpu", batch_size
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[NISQAScores]:
         scores: list[np.ndarray] = []

@@ -190,3 +190,177 @@ def whisper_ct2(
             str(out), quantization=quantization, force=True
         )
     return out
+
+
+def wav2vec2_ctc(out: Path, *, seed: int = 0, hidden_size: int = 32, layers: int = 2) -> Path:
+    """A tiny wav2vec2 CTC model with a character vocabulary (as the whisperX alignment models), and its processor."""
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
+
+    out.mkdir(parents=True, exist_ok=True)
+    chars = ["<pad>", "<s>", "</s>", "<unk>", "|", "'", *"abcdefghijklmnopqrstuvwxyz"]
+    (out / "vocab.json").write_text(json.dumps({c: i for i, c in enumerate(chars)}))
+    tokenizer = Wav2Vec2CTCTokenizer(str(out / "vocab.json"), word_delimiter_token="|")
+    extractor = Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16_000, return_attention_mask=False)
+    _seed(seed)
+    cfg = Wav2Vec2Config(
+        vocab_size=len(chars),
+        pad_token_id=0,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        conv_dim=(16, 16, 16),
+        conv_stride=(5, 4, 4),
+        conv_kernel=(10, 4, 4),
+        num_feat_extract_layers=3,
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+    )
+    Wav2Vec2ForCTC(cfg).eval().save_pretrained(out)
+    Wav2Vec2Processor(feature_extractor=extractor, tokenizer=tokenizer).save_pretrained(out)
+    return out
+
+
+def _pyannote_checkpoint(model, path: Path) -> None:
+    import lightning
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = {
+        "state_dict": model.state_dict(),
+        "hyper_parameters": dict(model.hparams),
+        "pytorch-lightning_version": lightning.__version__,
+    }
+    model.on_save_checkpoint(checkpoint)
+    torch.save(checkpoint, path)
+
+
+def pyannote_pipeline(
+    out: Path, *, clustering: str = "VBxClustering", plda: bool = True, seed: int = 0, duration: float = 5.0
+) -> Path:
+    """A speaker-diarization pipeline directory in the layout of pyannote/speaker-diarization-community-1:
+    config.yaml naming a random tiny PyanNet segmentation model (3 speakers, powerset of 2), a random WeSpeaker
+    ResNet34 embedding and (`plda`) a random PLDA as `$model/<subfolder>` paths pyannote resolves inside this
+    directory. `clustering="AgglomerativeClustering"` with 3.1's tuned parameters gives 3.1's pipeline."""
+    import numpy as np
+    import yaml
+    from pyannote.audio.core.task import Problem, Resolution, Specifications
+    from pyannote.audio.models.embedding import WeSpeakerResNet34
+    from pyannote.audio.models.segmentation import PyanNet
+
+    _seed(seed)
+    seg = PyanNet(lstm={"hidden_size": 16, "num_layers": 1}, linear={"hidden_size": 16, "num_layers": 1})
+    seg.specifications = Specifications(
+        problem=Problem.MONO_LABEL_CLASSIFICATION,
+        resolution=Resolution.FRAME,
+        duration=duration,
+        classes=["speaker#1", "speaker#2", "speaker#3"],
+        powerset_max_classes=2,
+        permutation_invariant=True,
+    )
+    seg.build()
+    _pyannote_checkpoint(seg, out / "segmentation" / "pytorch_model.bin")
+    emb = WeSpeakerResNet34()
+    emb.specifications = Specifications(problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=duration)
+    _pyannote_checkpoint(emb, out / "embedding" / "pytorch_model.bin")
+    params = {
+        "segmentation": "$model/segmentation",
+        "embedding": "$model/embedding",
+        "clustering": clustering,
+        "segmentation_batch_size": 8,
+        "embedding_batch_size": 8,
+        "embedding_exclude_overlap": True,
+    }
+    if plda:
+        rng = np.random.default_rng(seed)
+        dim, lda = emb.dimension, 128
+        (out / "plda").mkdir(parents=True, exist_ok=True)
+        np.savez(
+            out / "plda" / "xvec_transform.npz",
+            mean1=0.01 * rng.standard_normal(dim),
+            mean2=0.01 * rng.standard_normal(lda),
+            lda=rng.standard_normal((dim, lda)) / np.sqrt(dim),
+        )
+        tr, _ = np.linalg.qr(rng.standard_normal((lda, lda)))
+        psi = np.sort(rng.uniform(0.5, 5.0, lda))[::-1].copy()
+        np.savez(out / "plda" / "plda.npz", mu=np.zeros(lda), tr=tr, psi=psi)
+        params["plda"] = "$model/plda"
+    if clustering == "VBxClustering":  # community-1's parameters
+        tuned = {"clustering": {"threshold": 0.6, "Fa": 0.07, "Fb": 0.8}, "segmentation": {"min_duration_off": 0.0}}
+    else:  # 3.1's
+        tuned = {
+            "clustering": {"method": "centroid", "min_cluster_size": 12, "threshold": 0.7045654963945799},
+            "segmentation": {"min_duration_off": 0.0},
+        }
+    config = {"pipeline": {"name": "pyannote.audio.pipelines.SpeakerDiarization", "params": params}, "params": tuned}
+    (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return out
+
+
+def demucs_repo(out: Path, name: str = "htdemucs", *, seed: int = 0, channels: int = 8, depth: int = 4) -> Path:
+    """A demucs model directory (`<name>.yaml` naming one `<sig>-<sha>.th` checkpoint) with a random tiny
+    HTDemucs (the htdemucs architecture: time and spectrogram U-Nets with a cross-domain transformer)."""
+    from demucs.htdemucs import HTDemucs
+    from demucs.states import get_state, save_with_checksum
+
+    _seed(seed)
+    kwargs = dict(
+        sources=["drums", "bass", "other", "vocals"],
+        channels=channels,
+        depth=depth,
+        dconv_comp=2,
+        t_layers=1,
+        t_heads=2,
+    )
+    model = HTDemucs(**kwargs)
+    out.mkdir(parents=True, exist_ok=True)
+    sig = f"{seed:08x}"
+    package = {"klass": HTDemucs, "args": (), "kwargs": kwargs, "state": get_state(model, None, half=False)}
+    save_with_checksum(package, out / f"{sig}.th")
+    (out / f"{name}.yaml").write_text(f"models: ['{sig}']\n")
+    return out
+
+
+def clap_model(out: Path, tokenizer_dir: Path, *, seed: int = 0) -> Path:
+    """A tiny transformers CLAP (HTSAT audio tower, RoBERTa-style text tower) with its feature extractor; the
+    tokenizer files are copied from `tokenizer_dir` (any BERT/RoBERTa tokenizer whose ids fit 30522)."""
+    import shutil
+
+    from transformers import ClapAudioConfig, ClapConfig, ClapFeatureExtractor, ClapModel, ClapTextConfig
+
+    _seed(seed)
+    text = ClapTextConfig(
+        vocab_size=30522,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        projection_dim=8,
+    )
+    audio = ClapAudioConfig(
+        spec_size=256,
+        patch_size=4,
+        patch_stride=(4, 4),
+        hidden_size=32,
+        depths=[1, 1],
+        num_attention_heads=[2, 2],
+        window_size=8,
+        num_mel_bins=64,
+        projection_dim=8,
+        enable_fusion=False,
+        patch_embeds_hidden_size=16,
+    )
+    cfg = ClapConfig(text_config=text.to_dict(), audio_config=audio.to_dict(), projection_dim=8)
+    ClapModel(cfg).save_pretrained(out)
+    ClapFeatureExtractor(feature_size=64).save_pretrained(out)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        if (tokenizer_dir / f).exists():
+            shutil.copy(tokenizer_dir / f, out / f)
+    return out
