@@ -256,7 +256,7 @@ def test_token_weights_are_upstreams_bit_for_bit(sbert, official):
 def test_every_pair_decided_on_upstreams_embeddings_is_upstream_exactly(sbert, official):
     """tie_window=inf re-embeds every sentence in upstream-shaped batches (packed, distinct sentences once):
     the scores are then upstream's, bit for bit, not only within 1e-4."""
-    cands, refs = CASES["mixed_music"]()
+    cands, refs = _caption_case("music", "long", ("SM0", "0MA", "SMA"), 20)
     frame = _run_official(official, "mixed_music", cands, refs)
     ours = date_scores(
         cands, refs, delta=GROUP_DELTA["mixed_music"], sbert=sbert, error_checker=RepetitionChecker(), tie_window=np.inf
