@@ -103,10 +103,10 @@ def exact_rows(model, corpus: Corpus, rows: Sequence[int], device: torch.device)
     sentence once, and rows of its last, shorter batch are computed in that batch."""
     n = len(corpus.ids)
     full = n // UPSTREAM_BATCH * UPSTREAM_BATCH
+    key = {int(r): corpus.ids[r].numpy().tobytes() + corpus.weights[r].numpy().tobytes() for r in rows if r < full}
     distinct: dict[bytes, int] = {}
-    for r in rows:
-        if r < full:
-            distinct.setdefault(corpus.ids[r].numpy().tobytes() + corpus.weights[r].numpy().tobytes(), int(r))
+    for r, k in key.items():
+        distinct.setdefault(k, r)
     packed = list(distinct.values())
     out: dict[int, torch.Tensor] = {}
     with torch.no_grad():
@@ -116,13 +116,7 @@ def exact_rows(model, corpus: Corpus, rows: Sequence[int], device: torch.device)
             out.update(zip(batch, _exact_batch(model, corpus, index, device)))
         if any(r >= full for r in rows):
             out.update(zip(range(full, n), _exact_batch(model, corpus, torch.arange(full, n), device)))
-    by_key = {k: out[r] for k, r in distinct.items()}
-    return {
-        int(r): out[int(r)]
-        if r >= full
-        else by_key[corpus.ids[r].numpy().tobytes() + corpus.weights[r].numpy().tobytes()]
-        for r in rows
-    }
+    return {int(r): out[distinct[key[int(r)]]] if r < full else out[int(r)] for r in rows}
 
 
 def _exact_batch(model, corpus: Corpus, index: torch.Tensor, device: torch.device) -> torch.Tensor:
