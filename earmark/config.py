@@ -144,6 +144,10 @@ class EvidenceSection(Section):
     hallucination score))."""
 
     min_confidence: float = Field(0.6, ge=0, le=1)
+    # speech / music / sound-event presence or absence is stated only when the domain tagger's calibrated
+    # probability of it reaches this (training/calibrate.py; an uncalibrated backend's probability is taken
+    # as it is); below it the content is "uncertain": no prompt mentions it and no item may claim it
+    presence_confidence: float = Field(0.95, ge=0.5, le=1)
 
 
 class SynthesizeSection(Section):

@@ -6,7 +6,9 @@ features of the musicnn music tagger (MTT_musicnn, its `musicnn` wheel's checkpo
 trained on openly licensed Debian game / education / desktop audio mixed at realistic levels
 (`training/`: sources, licences, the train/dev split, the exact commands and the dev-set numbers). Its
 weights are package data of `earmark.experts.probe`; nothing is downloaded. It writes the domain code, the
-three clip probabilities and the per-window probabilities (the evidence says *when* each content is heard).
+three clip probabilities, their calibrated values (`calibrated_<head>` features: P(present) fitted on a
+dev-like holdout, `training/calibrate.py`; the evidence states presence or absence only when that is sure
+enough) and the per-window probabilities (the evidence says *when* each content is heard).
 A clip the levels expert finds silent is 000 whatever the tagger says.
 """
 
@@ -51,7 +53,12 @@ class LearnedDomainExpert(Expert):
         x = samples_16k(clip)
         silent = lv.silence_ratio >= SILENT_RATIO or x.size < 1600
         if x.size < 1600:  # under 0.1 s: nothing to tag
-            out = {"clip": dict.fromkeys(HEADS, 0.0), "windows": [], "thresholds": dict.fromkeys(HEADS, 0.5)}
+            out = {
+                "clip": dict.fromkeys(HEADS, 0.0),
+                "windows": [],
+                "thresholds": dict.fromkeys(HEADS, 0.5),
+                "calibrated": None,
+            }
         else:
             out = probe.tag_clip(x)
         thresholds = out["thresholds"]
@@ -63,7 +70,8 @@ class LearnedDomainExpert(Expert):
             music_prob=round(out["clip"]["music"], 4),
             sound_prob=round(out["clip"]["sound"], 4),
             silent=silent,
-            features=[NamedValue(name=f"threshold_{h}", value=round(float(thresholds[h]), 4)) for h in HEADS],
+            features=[NamedValue(name=f"threshold_{h}", value=round(float(thresholds[h]), 4)) for h in HEADS]
+            + [NamedValue(name=f"calibrated_{h}", value=round(p, 4)) for h, p in (out["calibrated"] or {}).items()],
             windows=[
                 WindowTags(
                     start_s=round(w["start_s"], 3),

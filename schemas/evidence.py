@@ -64,5 +64,5 @@ class ClipEvidence(Record):
         return list(dict.fromkeys(f.subject for f in self.all(type_) if f.subject is not None))
 
     def present(self, content: str) -> bool:
-        """Whether the domain decision says `content` ("speech", "music", "sound_events") is present."""
+        """Whether the evidence is sure `content` ("speech", "music", "sound_events") is present."""
         return self.text(f"content.{content}") == "present"

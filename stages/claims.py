@@ -259,7 +259,7 @@ class _Evidence:
     def content(self, kind: str) -> str | None:
         """'present' / 'absent' when the domain decision is confident about `kind`, else None."""
         f = self.ok(f"content.{CONTENT[kind]}")
-        return None if f is None else f.value
+        return f.value if f is not None and f.value in ("present", "absent") else None
 
     def labels(self, type_: str) -> dict[str, float]:
         return {

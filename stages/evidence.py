@@ -4,6 +4,9 @@ Every fact carries a confidence: the expert's own probability where it gives one
 tempo after the octave check, transcript from word probabilities and the hallucination check), and a
 fixed, documented confidence for measurements (`MEASURED`). Renderers and the claim audit use only facts
 whose confidence reaches `[evidence] min_confidence`; the others stay in the table, visibly unconfident.
+Speech, music and sound-event presence is stricter: the domain code's verdict on a content is a fact
+("present" / "absent") only when its calibrated probability reaches `[evidence] presence_confidence`,
+otherwise the fact says "uncertain" and nothing may be written or claimed about that content.
 Every expert table contributes: the known ones fact by fact, any other (e.g. a paper-profile table) one
 fact per scalar field and per label.
 """
@@ -21,7 +24,7 @@ from earmark.schemas.evidence import ClipEvidence, Fact
 from earmark.schemas.records import Clip, LabelProb
 from earmark.stages.base import Inputs, StageSpec
 
-EVIDENCE_VERSION = "5"
+EVIDENCE_VERSION = "6"
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
@@ -116,18 +119,26 @@ def transcript_confidence(asr: Any, check: Any) -> float:
     return round(sum(probs) / len(probs) * (1.0 - hallucination), 3)
 
 
+def presence_state(present: bool, p: float, silent: bool, bar: float) -> tuple[str, float]:
+    """The content fact of one domain-code letter: ("present" | "absent" | "uncertain", confidence), where
+    `p` is P(present) and the verdict is stated only when its probability reaches `bar`."""
+    conf = 1.0 if silent and not present else p if present else 1.0 - p
+    return ("present" if present else "absent") if conf >= bar else "uncertain", conf
+
+
 def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection = EvidenceSection()) -> ClipEvidence:
     """Fold the expert records of one clip (by table name; `domain` required) into its facts."""
     f = _Facts()
     dom = records["domain"]
-    for content, prob, idx in (
-        ("speech", dom.speech_prob, 0),
-        ("music", dom.music_prob, 1),
-        ("sound_events", dom.sound_prob, 2),
+    calibrated = {nv.name: nv.value for nv in dom.features if nv.name.startswith("calibrated_")}
+    for content, prob, idx, head in (
+        ("speech", dom.speech_prob, 0, "speech"),
+        ("music", dom.music_prob, 1, "music"),
+        ("sound_events", dom.sound_prob, 2, "sound"),
     ):
-        present = dom.domain[idx] != "0"
-        p = float(prob)
-        f.add(dom, f"content.{content}", _r(p), "present" if present else "absent", confidence=p if present else 1 - p)
+        p = float(calibrated.get(f"calibrated_{head}", prob))  # P(present): calibrated where the tagger is
+        state, conf = presence_state(dom.domain[idx] != "0", p, dom.silent, cfg.presence_confidence)
+        f.add(dom, f"content.{content}", _r(float(prob)), state, confidence=conf)
     f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent", confidence=1.0)
     for w in dom.windows[:MAX_LIST]:  # when in the clip each content is heard
         f.labels(dom, "content.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
@@ -283,24 +294,19 @@ def evidence_of(
     *,
     duration_s: float = 10.0,
     probs: Sequence[float] | None = None,
+    presence_confidence: float = EvidenceSection().presence_confidence,
 ) -> ClipEvidence:
     """Evidence written by hand (tests, benchmarks with planted defects): `values` maps a fact type to a
     number, a text, or {label: probability}; `subject@type` keys set a subject ("S1@speaker.gender"). The
-    content facts follow the domain code (probability 0.95 present / 0.05 absent unless `probs`); a value
+    content facts follow the domain code (probability 0.95 present / 0.05 absent unless `probs`, "uncertain"
+    below `presence_confidence`, as in `build_evidence`); a value
     given as (number_or_text, confidence) sets the confidence, otherwise measurements get `MEASURED`'s."""
     facts = []
     for idx, content in enumerate(("speech", "music", "sound_events")):
         present = domain[idx] != "0"
         p = probs[idx] if probs is not None else (0.95 if present else 0.05)
-        facts.append(
-            Fact(
-                type=f"content.{content}",
-                value="present" if present else "absent",
-                number=p,
-                source="domain",
-                confidence=p if present else 1 - p,
-            )
-        )
+        state, conf = presence_state(present, p, domain == "000", presence_confidence)
+        facts.append(Fact(type=f"content.{content}", value=state, number=p, source="domain", confidence=conf))
     facts.append(
         Fact(
             type="content.silent",

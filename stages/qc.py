@@ -23,7 +23,7 @@ from earmark.metrics.ifeval import check_rule
 from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 
-STAGE_VERSION = "5"  # 5: negation scopes over lists, implied second speakers, denied pitch (claim audit)
+STAGE_VERSION = "6"  # 5: negation scopes over lists, implied second speakers, denied pitch; 6: uncertain presence
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

@@ -33,8 +33,9 @@ class View:
         return None if f is None else f.number
 
     def content(self, kind: str) -> str | None:
+        """'present' / 'absent' when the evidence is sure of `kind`, else None ("uncertain")."""
         f = self.ok(f"content.{kind}")
-        return None if f is None else f.value
+        return f.value if f is not None and f.value in ("present", "absent") else None
 
     def windows(self, labels: set[str]) -> list[tuple[float, float]]:
         """(start, end) of the tagger's windows where one of `labels` is likely."""

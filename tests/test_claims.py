@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from earmark.config import SynthesizeSection
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
 from earmark.stages.audit import audit_items, duplicate_items
 from earmark.stages.claims import audit, claim_verdict, entailment_label_check, extract
@@ -421,3 +422,28 @@ def test_vocabulary_edges():
     assert all(c.type != "pitch" for c in extract("A tonal beep over a steady beat in A minor."))
     assert {(c.type, c.value) for c in extract("The clip contains no sound events.")} == {("absence", "sound")}
     assert ("change", "over time") in {(c.type, c.value) for c in extract("Sounds that rise and fall a lot.")}
+
+
+def test_an_unsure_tagger_verdict_is_neither_stated_nor_claimable():
+    """A content whose calibrated probability misses `[evidence] presence_confidence` is "uncertain": no
+    prompt sees it, a claim of it either way is unsupported, and no rule-written absence caption states it."""
+    from earmark.prompts import load_phrases
+    from earmark.stages.render import render
+    from earmark.stages.synthesis.captions import absent_rows
+    from earmark.stages.synthesis.common import Synth
+
+    unsure_sound = evidence_of("u1", "0MA", probs=[0.01, 0.99, 0.7])  # tagged as present, P = 0.7
+    assert unsure_sound.get("content.sound_events").value == "uncertain" and not unsure_sound.present("sound_events")
+    long_view = render(unsure_sound, "long", load_phrases("evidence")).lower()
+    assert "music" in long_view and "sound" not in long_view and "event" not in long_view
+    assert _verdicts("Music plays with sound events throughout.", unsure_sound)[("presence", "sound")] == "unsupported"
+    assert _verdicts("Music, and no other sounds.", unsure_sound)[("absence", "sound")] == "unsupported"
+
+    unsure_absence = evidence_of("u2", "0M0", probs=[0.01, 0.99, 0.2])  # tagged as absent, P(absent) = 0.8
+    sure_absence = evidence_of("u3", "0M0", probs=[0.01, 0.99, 0.02])
+    synth = Synth(None, SynthesizeSection())
+    assert absent_rows(unsure_absence, "sound", synth) == []
+    assert [c.confidence for c in absent_rows(sure_absence, "sound", synth)] == [0.98] * 3
+    # the bar is the config's: a lower one states what the tagger was 80 % sure of
+    lenient = evidence_of("u4", "0M0", probs=[0.01, 0.99, 0.2], presence_confidence=0.8)
+    assert lenient.get("content.sound_events").value == "absent"

@@ -120,3 +120,23 @@ def test_learned_tagger_gives_a_valid_decision_with_windows_and_respects_silence
         assert d.backend.startswith("probe:")
     assert silence.domain == "000"
     assert speech.domain[0] == "S" and speech.speech_prob > 0.9
+    calibrated = {f.name: f.value for f in speech.features if f.name.startswith("calibrated_")}
+    assert set(calibrated) == {"calibrated_speech", "calibrated_music", "calibrated_sound"}
+    assert all(0.0 < v < 1.0 for v in calibrated.values())
+
+
+def test_calibration_belongs_to_the_shipped_weights_and_is_monotone() -> None:
+    """training/calibrate.py fits P(present | clip probability) for one set of weights: a retrained model
+    with a stale calibration would state presence with the old model's confidence."""
+    import hashlib
+
+    from earmark.experts.probe.model import CALIBRATION, HEADS, WEIGHTS, calibrate, load_calibration
+
+    cal = load_calibration(CALIBRATION)
+    assert cal is not None, "experts/probe/calibration.json is missing: run training/calibrate.py"
+    assert cal["probe_weights_sha256"] == hashlib.sha256(WEIGHTS.read_bytes()).hexdigest(), (
+        "calibration.json was fitted for other weights: re-run training/eval_dev.py --split hold and calibrate.py"
+    )
+    for h in HEADS:
+        ys = [calibrate(cal, h, p) for p in np.linspace(0, 1, 101)]
+        assert all(b >= a for a, b in zip(ys, ys[1:])) and 0 < ys[0] < ys[-1] < 1

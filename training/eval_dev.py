@@ -120,7 +120,10 @@ def main():
                                       "presence": pr, "window_acc": dict(zip(HEADS, wacc.tolist())),
                                       "speed_x_rt": speed, "n": n, "date": time.strftime("%Y-%m-%d %H:%M"),
                                       "thresholds": mlp.thresholds, "rules": mlp.rules,
-                                      "models": [str(m) for m in models]}, indent=1))
+                                      "models": [str(m) for m in models],
+                                      "clips": [{"id": r["id"], "truth": r["domain"], "pred": p,
+                                                 "clip_p": [round(float(v), 5) for v in cp]}
+                                                for r, p, cp in zip(recs, preds, clipP)]}, indent=1))
 
 
 if __name__ == "__main__":

@@ -54,6 +54,7 @@ FEATURE_VERSION_MUSICNN_MID = FEATURE_VERSION + "+" + MUSICNN_MID_VERSION
 WEIGHTS = Path(__file__).resolve().parent / "probe_weights.npz"
 CNN_WEIGHTS = Path(__file__).resolve().parent / "cnn_weights.npz"
 DECISION = Path(__file__).resolve().parent / "tagger_decision.json"
+CALIBRATION = Path(__file__).resolve().parent / "calibration.json"  # training/calibrate.py
 CHUNK = 10 * SR  # whisper input: 10 s (1000 mel frames)
 ENC_HOP = 320  # samples per whisper encoder frame (20 ms)
 HEADS = ("speech", "music", "sound")
@@ -517,6 +518,23 @@ def decide(clip_p: np.ndarray, thresholds: dict) -> str:
     return domain_code(*(bool(clip_p[i] >= thresholds[h]) for i, h in enumerate(HEADS)))
 
 
+def load_calibration(path: Path = CALIBRATION) -> dict | None:
+    """Per head, the breakpoints of P(present | clip probability) fitted on the dev-like holdout."""
+    if not path.exists():
+        return None
+    with _LOCK:
+        key = ("calibration", str(path))
+        if key not in _STATE:
+            _STATE[key] = json.loads(path.read_text())
+        return _STATE[key]
+
+
+def calibrate(calibration: dict, head: str, p: float) -> float:
+    """The calibrated probability that `head`'s content is present, given its clip probability `p`."""
+    curve = calibration["heads"][head]
+    return float(np.interp(p, curve["x"], curve["y"]))
+
+
 def tag_clip(
     samples_16k: np.ndarray,
     weights: Path | None = None,
@@ -539,6 +557,10 @@ def tag_clip(
         "clip": {h: float(clip_p[j]) for j, h in enumerate(HEADS)},
         "thresholds": dict(tg.thresholds),
         "domain": decide(clip_p, tg.thresholds),
+        # P(present) per head, calibrated on the holdout; None without a calibration file
+        "calibrated": None
+        if (cal := load_calibration()) is None
+        else {h: calibrate(cal, h, float(clip_p[j])) for j, h in enumerate(HEADS)},
     }
 
 

@@ -23,12 +23,20 @@ PROMPTS = tuple(f"caption_{k}" for k in CAPTION_KINDS)
 RULE_KINDS = ("speech", "music", "sound", "environment")
 
 
+def _content_fact(kind: str) -> str:
+    return "content.sound_events" if kind == "sound" else f"content.{kind}"
+
+
 def is_absent(ev: ClipEvidence, kind: str, s: Synth) -> bool:
+    """The domain code says `kind` is absent; absence is *stated* only when the evidence is sure of it."""
     return kind in CONTENT_KINDS and ev.domain[CONTENT_KINDS[kind]] == "0" and s.cfg.absent_captions == "rule"
 
 
 def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
-    prob = ev.num("content.sound_events" if kind == "sound" else f"content.{kind}") or 0.0
+    fact = ev.get(_content_fact(kind))
+    if fact is None or fact.value != "absent":  # "uncertain": the tagger may have missed it; say nothing
+        return []
+    confidence = fact.confidence if fact.confidence is not None else 1.0 - (fact.number or 0.0)
     texts = s.phrases("absent")["captions"][kind]
     sha = file_sha("absent", s.cfg.prompt_dir)
     return [
@@ -38,7 +46,7 @@ def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
             prompt_name="absent_rule",
             prompt_sha=sha,
             model="rule",
-            confidence=round(1.0 - prob, 3),
+            confidence=round(confidence, 3),
             item_id=f"{ev.clip_id}:{kind}:{i}",
             kind=kind,
             ref_index=i,
@@ -52,7 +60,11 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
     out = Outcome()
     for kind in CAPTION_KINDS:
         if is_absent(ev, kind, s):
-            out.rows += absent_rows(ev, kind, s)
+            written = absent_rows(ev, kind, s)
+            out.rows += written
+            if not written:
+                why = f"{kind}: absent by the domain code, but not surely enough to state it"
+                out.rejections.append(s.rejection(ev, "captions", s.prompt_like("absent"), why))
             continue
         if kind in RULE_KINDS and s.cfg.content_captions == "rule":
             written = rule_captions(ev, kind, s)
