@@ -61,6 +61,18 @@ def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float) -
     return (w["start"], w["middle"], w["end"])[centres.pop()]
 
 
+def speech_when(p: Phrases, v: View) -> str | None:
+    """When speech is heard, from the VAD's segments, said only when the tagger's speech windows (a second,
+    independent view of the same clip) put it in the same part of the clip: Silero misses quiet or distant
+    speech and then says "near the start" of a clip spoken throughout. Without tagger windows (a heuristic
+    domain backend) the VAD's phrase stands alone."""
+    spans = [tuple(float(x) for x in f.subject.split("-")) for f in v.ev.all("speech.segment") if f.subject]
+    vad = when_phrase(p, spans, v.ev.duration_s)
+    if vad is None or not any(True for _ in v.ev.all("content.window")):
+        return vad
+    return vad if when_phrase(p, v.windows({"speech"}), v.ev.duration_s) == vad else None
+
+
 def _clean_transcript(p: Phrases, text: str) -> str:
     # Angle brackets would let speech close the <transcript> tag; the words themselves are kept.
     words = re.sub(r"[<>{}]", " ", text).split()
@@ -101,8 +113,7 @@ def _speech_lines(p: Phrases, v: View) -> list[str]:
                 line = s["voice"].format(gender=s["genders"][label])
                 if line not in lines:
                     lines.append(line)
-    spans = [tuple(float(x) for x in f.subject.split("-")) for f in v.ev.all("speech.segment") if f.subject]
-    if (when := when_phrase(p, spans, v.ev.duration_s)) is not None:
+    if (when := speech_when(p, v)) is not None:
         lines.append(s["heard"].format(when=when))
     transcript = v.ok("speech.transcript")
     if transcript is not None and transcript.value:

@@ -320,3 +320,16 @@ def test_item_types_of_a_shard_run_in_parallel_only_on_a_multi_slot_endpoint():
         "instructions": [],
     }
     assert item_waits(["qa", "entailment"], parallel=True) == {"qa": [], "entailment": []}
+
+
+def test_speech_timing_is_said_only_where_vad_and_the_tagger_windows_agree():
+    """Silero heard only the first second and a half of a clip the tagger hears speech in throughout (the
+    dev build's by-hand check, item 13: "near the start" of a clip spoken in every window): no timing."""
+    windows = {f"{a}-{a + 2}@content.window": {"speech": 0.97, "music": 0.02, "sound": 0.03} for a in range(0, 8, 2)}
+    vad_start = {"0.0-1.5@speech.segment": 1.5}
+    disagree = evidence_of("t1", "S00", {**vad_start, **windows}, duration_s=8.0)
+    assert "near the start" not in render(disagree, "speech") and "throughout" not in render(disagree, "speech")
+    early = {f"{a}-{a + 2}@content.window": {"speech": 0.97 if a == 0 else 0.02} for a in range(0, 8, 2)}
+    agree = evidence_of("t2", "S00", {**vad_start, **early}, duration_s=8.0)
+    assert "near the start" in render(agree, "speech")
+    assert "near the start" in render(evidence_of("t3", "S00", vad_start, duration_s=8.0), "speech")  # no windows

@@ -16,7 +16,7 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption
 from earmark.stages import bands
-from earmark.stages.render import SOUND_LABELS, View, when_phrase
+from earmark.stages.render import SOUND_LABELS, View, speech_when, when_phrase
 from earmark.stages.synthesis.common import Synth, check_sentence
 
 KINDS = ("speech", "music", "sound", "environment")
@@ -45,13 +45,12 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         while len(words) > 3 and words[-1].lower().strip(".,;:!?") in TRAILING:  # "… leaves from" → "… leaves"
             words.pop()
         quote = " ".join(words).rstrip(".,;:!?")
-    spans = [tuple(float(x) for x in f.subject.split("-")) for f in v.ev.all("speech.segment") if f.subject]
     return {
         "who": w["who"][key],
         "voice": w["voice"][key],
         "gender": gender,
         "quote": quote,
-        "when": when_phrase(when, spans, v.ev.duration_s),
+        "when": speech_when(when, v),
     }
 
 
