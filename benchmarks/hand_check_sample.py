@@ -40,7 +40,12 @@ def _truth_line(row: dict | None) -> str:
     if row is None:
         return "truth: (clip not in the truth file)"
     wins = " ".join("".join(c if f else "·" for c, f in zip("SMA", w)) for w in row.get("windows", []))
-    return f"truth: domain {row['domain']}; 2 s windows (S speech, M music, A sound): {wins}"
+    mix = ", ".join(
+        f"{k}={row[k]}"
+        for k in ("len_s", "music_db", "sound_db", "noise_db", "speech_continuous", "speech_phone", "phone", "reverb")
+        if k in row
+    )
+    return f"truth: domain {row['domain']}; 2 s windows (S speech, M music, A sound): {wins}; mix: {mix}"
 
 
 def main() -> None:

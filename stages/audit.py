@@ -41,6 +41,19 @@ def _answer_words(answer: str) -> str:
     return ". ".join(str(v) for v in obj.values()) if isinstance(obj, dict) else answer
 
 
+def _unwrapped(answer: str) -> str:
+    """A parenthesised answer ("(The main sound is…)", the Symbol rule) read without its brackets."""
+    text = answer.strip()
+    return text[1:-1] if text.startswith("(") and text.endswith(")") else answer
+
+
+def _question(instruction: str) -> str:
+    """An instruction without the format rule that follows its question: `Answer in JSON with exactly the keys
+    "main_sound" and "recording".` quotes key names, not speech, and `Do not use the word "loud"` claims nothing."""
+    end = instruction.rfind("?")
+    return instruction[: end + 1] if end >= 0 else instruction
+
+
 def _rows(table: str, item: Any, field: str, audited: Sequence[AuditedClaim]) -> list[ItemClaim]:
     return [
         ItemClaim(
@@ -79,8 +92,8 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
         ]
     elif table == "instructions":
         fields = [
-            ("instruction", item.instruction, {"inference": True, "need_support": False}),
-            ("answer", _answer_words(item.answer), {}),
+            ("instruction", _question(item.instruction), {"inference": True, "need_support": False}),
+            ("answer", _unwrapped(_answer_words(item.answer)), {}),
         ]
     rows: list[ItemClaim] = []
     if table == "entailment":

@@ -282,13 +282,15 @@ RECORDING: list[tuple[str, str, str]] = [  # order matters: "little background n
     (r"clipp\w*|overdriven|saturated|distort\w*", "clipping", "clipped"),
     (
         r"(?:poor|low|bad|degraded|compromised)(?: audio| recording| sound| speech)? quality|low-quality|poor-quality|"
-        r"artifacts?|artefacts?|glitch\w*|dropouts?|compression artifacts",
+        r"artifacts?|artefacts?|glitch\w*|dropouts?|compression artifacts|"
+        r"quality (?:(?:of|in) [a-z ]{1,30})?(?:is|was|seems|sounds) (?:very |quite |rather |fairly )?(?:poor|bad|low|degraded)",
         "quality",
         "poor",
     ),
     (
         r"(?:high|good|excellent|studio)(?: audio| recording| sound| speech)? quality|high-quality|good-quality|"
-        r"professional(?:ly)? record\w*|well recorded",
+        r"professional(?:ly)? record\w*|well recorded|"
+        r"quality (?:(?:of|in) [a-z ]{1,30})?(?:is|was|seems|sounds) (?:very |quite |really )?(?:excellent|good|great|high)",
         "quality",
         "good",
     ),

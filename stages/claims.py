@@ -53,7 +53,7 @@ SPECIFIC = {
     "pitch",
 }
 _QUOTE = re.compile(r"[\"“”]([^\"“”]{2,300})[\"“”]|(?<![a-z])'([^']{3,300})'(?![a-z])")
-_NAME = re.compile(r"(?<![.!?:\"'“(]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
+_NAME = re.compile(r"(?<!\()(?<![.!?:\"'“(]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
 NOT_NAMES = {"I", "Audio", "Music", "Speech", "Sound", "English"}
 _NEGATOR, _SCOPE_END = re.compile(V.NEGATORS), re.compile(V.SCOPE_END)
 _VERB, _OPENER = re.compile(V.SCOPE_VERBS), re.compile(V.CLAUSE_OPENERS)
@@ -72,6 +72,7 @@ _TOPIC_BEFORE = re.compile(
     r"(?:\s+[a-z'-]+){0,4}\s+$"
 )
 TOPICAL = {"event", "place", "time", "number", "instrument", "genre", "mood", "descriptor", "language"}
+_ENUMERATOR = re.compile(r"(?m)^[ \t]*\(?\d{1,2}[.)](?=\s)")  # a numbered list's "1." / "2)" / "(3)"
 _NO_ONE = re.compile(r"\b(?:no one|nobody|no-one)\s+(?:is\s+)?(?:speak|talk|say|sing)\w*")
 
 
@@ -195,6 +196,8 @@ def extract(text: str) -> list[ExtractedClaim]:
         taken[a:b] = [True] * (b - a)
         out.append(ExtractedClaim(type_, value, text[a:b], a))
 
+    for m in _ENUMERATOR.finditer(text):  # "1. music\n2. a melody": list numbering claims nothing
+        taken[m.start() : m.end()] = [True] * (m.end() - m.start())
     for m in _QUOTE.finditer(text):
         take(m.start(), m.end(), "quote", (m.group(1) or m.group(2)).strip())
     for m in _NO_ONE.finditer(low):

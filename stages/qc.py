@@ -23,7 +23,9 @@ from earmark.metrics.ifeval import check_rule
 from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 
-STAGE_VERSION = "6"  # 5: negation scopes over lists, implied second speakers, denied pitch; 6: uncertain presence
+# 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;
+# 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality
+STAGE_VERSION = "9"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
@@ -139,20 +141,34 @@ def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: Filt
     return True, None, score
 
 
+_UNFILLED = re.compile(r"<[a-z_][a-z_ ]{1,30}>|\[[a-z_][a-z_ ]{1,30}\]|\{\{?\s*[a-z_]{2,30}\s*\}\}?")
+
+
+def check_unfilled(item: Item, s: FilterSection) -> Verdict:
+    """A template slot the model copied instead of filling ("recording": "<transcript>") is no content."""
+    texts = [getattr(item, f, "") or "" for f in ("text", "question", "answer", "hypothesis", "instruction")]
+    hit = next((m.group(0) for t in texts if (m := _UNFILLED.search(t.lower()))), None)
+    return hit is None, None if hit is None else f"unfilled template slot {hit!r}", None
+
+
 CAPTION_CHECKS: dict[str, Callable[[Caption, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "length": check_length,
+    "unfilled": check_unfilled,
 }
 QA_CHECKS: dict[str, Callable[[QAPair, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "answer_not_question": check_answer_not_question,
+    "unfilled": check_unfilled,
 }
 ENTAILMENT_CHECKS: dict[str, Callable[[EntailmentHypothesis, FilterSection], Verdict]] = {
-    "confidence": check_confidence
+    "confidence": check_confidence,
+    "unfilled": check_unfilled,
 }
 INSTRUCTION_CHECKS: dict[str, Callable[[InstructionTriple, FilterSection], Verdict]] = {
     "confidence": check_confidence,
     "ifeval_answer": check_ifeval_answer,
+    "unfilled": check_unfilled,
 }
 CHECKS = {
     "captions": CAPTION_CHECKS,

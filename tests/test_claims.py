@@ -447,3 +447,58 @@ def test_an_unsure_tagger_verdict_is_neither_stated_nor_claimable():
     # the bar is the config's: a lower one states what the tagger was 80 % sure of
     lenient = evidence_of("u4", "0M0", probs=[0.01, 0.99, 0.2], presence_confidence=0.8)
     assert lenient.get("content.sound_events").value == "absent"
+
+
+def test_a_numbered_lists_numbering_claims_no_number():
+    """Instruction answers in a numbered list ("1. music\\n2. a melody") were rejected for the number "1"
+    (12 of 51 instruction triples in the 2026-11-24 dev build); a number inside a line still counts."""
+    assert [c.type for c in extract("1. music\n2. a melody\n 3) quiet")] == ["presence", "presence", "loudness"]
+    assert ("number", "3") in [(c.type, c.value) for c in extract("1. music\n2. It lasts 3 seconds.")]
+
+
+def test_an_instructions_format_rule_and_an_answers_brackets_are_not_claims():
+    """The dev build of 2026-11-24 rejected 12 instruction triples of a music-only clip for the JSON rule's
+    quoted key names and "the word" (read as speech) and for "(The …" (read as a name)."""
+
+    def triple(i, instruction, answer, rule, content):
+        return InstructionTriple(
+            **_lin("m1"),
+            item_id=f"m1:i:{i}",
+            dimension="Format",
+            instruction=instruction,
+            rule=rule,
+            rule_content=content,
+            answer=answer,
+        )
+
+    items = {
+        "instructions": [
+            triple(
+                0,
+                'What is the main sound? Answer in JSON with exactly the keys "main_sound" and "recording".',
+                '{"main_sound": "music", "recording": "a recording"}',
+                13,
+                '{"main_sound": "", "recording": ""}',
+            ),
+            triple(1, "What is heard in this clip? Wrap your entire answer in parentheses.", "(The music.)", 7, ""),
+            triple(2, 'What is heard? Do not use the word "loud" in your answer.', "Music is heard.", 2, "loud"),
+        ]
+    }
+    qc, _ = audit_items(items, {"m1": MUSIC}, 0.6)
+    assert all(r.keep for r in qc if r.check == "claim_audit"), [r.reason for r in qc if not r.keep]
+
+
+def test_a_copied_template_slot_is_rejected_and_an_inverted_quality_claim_is_read():
+    from earmark.config import FilterSection
+    from earmark.stages.qc import check_unfilled
+
+    def triple(answer):
+        return InstructionTriple(
+            **_lin("m1"), item_id="m1:i:0", dimension="Format", instruction="What is heard?", rule=13,
+            rule_content="", answer=answer,
+        )  # fmt: skip
+
+    assert not check_unfilled(triple('{"main_sound": "music", "recording": "<transcript>"}'), FilterSection())[0]
+    assert check_unfilled(triple('{"main_sound": "music", "recording": "a quiet one"}'), FilterSection())[0]
+    assert ("quality", "good") in [(c.type, c.value) for c in extract("The voice quality in this clip is excellent.")]
+    assert ("quality", "poor") in [(c.type, c.value) for c in extract("The sound quality is poor.")]
