@@ -22,9 +22,10 @@ from pydantic import BaseModel
 from earmark.config import EvidenceSection
 from earmark.schemas.evidence import ClipEvidence, Fact
 from earmark.schemas.records import Clip, LabelProb
+from earmark.stages import bands
 from earmark.stages.base import Inputs, StageSpec
 
-EVIDENCE_VERSION = "6"
+EVIDENCE_VERSION = "7"  # 7: a low SNR is a fact only on speech alone
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
@@ -48,6 +49,7 @@ MEASURED = {
     "speaker.speech_s": 0.8,
     "speaker.pitch_median_hz": 0.8,
 }
+ONE_SIDED_SNR_CONFIDENCE = 0.3  # a low SNR estimate on a clip with music or events: perhaps not noise
 ONE_SPEAKER_CONFIDENCE, MORE_SPEAKERS_CONFIDENCE = 0.75, 0.65  # Resemblyzer clustering on ≤ 10 s
 
 
@@ -119,6 +121,22 @@ def transcript_confidence(asr: Any, check: Any) -> float:
     return round(sum(probs) / len(probs) * (1.0 - hallucination), 3)
 
 
+def _noise_is_measurable(facts: Sequence[Fact], snr: float | None) -> bool:
+    """The blind SNR takes the quiet frames (between the VAD's speech, or a clip's quietest tenth) as the noise
+    floor; music, sound events or a quiet passage there read as noise. So a high estimate is evidence of a
+    clean recording whatever the content, but a low one means "noisy" only on speech with music and sound
+    events surely absent (the 2026-11-24 dev build: 11 of 11 "noisy" verdicts on clips with music or events
+    were wrong against the mixes' room-tone levels)."""
+    if snr is None or bands.word("noise", snr) == "clean":
+        return True
+    state = {f.type: f.value for f in facts if f.type.startswith("content.")}
+    return (state.get("content.speech"), state.get("content.music"), state.get("content.sound_events")) == (
+        "present",
+        "absent",
+        "absent",
+    )
+
+
 def presence_state(present: bool, p: float, silent: bool, bar: float) -> tuple[str, float]:
     """The content fact of one domain-code letter: ("present" | "absent" | "uncertain", confidence), where
     `p` is P(present) and the verdict is stated only when its probability reaches `bar`."""
@@ -172,7 +190,10 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
             ("bandwidth_hz", _r(ac.bandwidth_hz, 0)),
             ("plcmos", _r(ac.plcmos, 2)),
         ):  # a silent clip has no sound whose noise, echo or bandwidth could be described: kept, unconfident
-            f.add(ac, f"acoustics.{name}", v, confidence=0.0 if dom.silent else None)
+            conf = 0.0 if dom.silent else None
+            if name == "snr_db" and conf is None and not _noise_is_measurable(f.facts, v):
+                conf = ONE_SIDED_SNR_CONFIDENCE
+            f.add(ac, f"acoustics.{name}", v, confidence=conf)
     known = {
         "domain",
         "vad",

@@ -502,3 +502,23 @@ def test_a_copied_template_slot_is_rejected_and_an_inverted_quality_claim_is_rea
     assert check_unfilled(triple('{"main_sound": "music", "recording": "a quiet one"}'), FilterSection())[0]
     assert ("quality", "good") in [(c.type, c.value) for c in extract("The voice quality in this clip is excellent.")]
     assert ("quality", "poor") in [(c.type, c.value) for c in extract("The sound quality is poor.")]
+
+
+def test_a_low_snr_estimate_is_a_noise_fact_only_on_speech_alone():
+    """Music or events in the quiet frames read as a noise floor: "noisy" is then unsupported, "clean" (a high
+    estimate) stays a fact whatever the content."""
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import DomainDecision
+    from earmark.stages.evidence import build_evidence
+
+    def ev(domain, snr):
+        lin = {"clip_id": "n1", "expert": "x", "expert_version": "1", "backend": "b"}
+        probs = {f"{h}_prob": 0.999 if c != "0" else 0.001 for h, c in zip(("speech", "music", "sound"), domain)}
+        dom = DomainDecision(**lin, domain=domain, silent=False, features=[], **probs)
+        ac = SimpleNamespace(**lin, rt60_s=0.2, drr_db=None, snr_db=snr, bandwidth_hz=8000.0, plcmos=None)
+        return build_evidence(SimpleNamespace(clip_id="n1", duration_s=5.0), {"domain": dom, "acoustics": ac})
+
+    assert _verdicts("A noisy recording.", ev("0M0", 8.0))[("noise", "noisy")] == "unsupported"
+    assert _verdicts("A noisy recording.", ev("S00", 8.0))[("noise", "noisy")] == "supported"
+    assert _verdicts("A clean recording.", ev("0MA", 40.0))[("noise", "clean")] == "supported"
