@@ -504,9 +504,9 @@ def test_a_copied_template_slot_is_rejected_and_an_inverted_quality_claim_is_rea
     assert ("quality", "poor") in [(c.type, c.value) for c in extract("The sound quality is poor.")]
 
 
-def test_a_low_snr_estimate_is_a_noise_fact_only_on_speech_alone():
-    """Music or events in the quiet frames read as a noise floor: "noisy" is then unsupported, "clean" (a high
-    estimate) stays a fact whatever the content."""
+def test_blind_room_estimates_are_facts_only_on_speech_alone():
+    """Music or events in the quiet frames read as a noise floor or a dry room: "noisy" and "dry" are then
+    unsupported; "clean" (a high SNR estimate) stays a fact whatever the content."""
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision
@@ -522,3 +522,5 @@ def test_a_low_snr_estimate_is_a_noise_fact_only_on_speech_alone():
     assert _verdicts("A noisy recording.", ev("0M0", 8.0))[("noise", "noisy")] == "unsupported"
     assert _verdicts("A noisy recording.", ev("S00", 8.0))[("noise", "noisy")] == "supported"
     assert _verdicts("A clean recording.", ev("0MA", 40.0))[("noise", "clean")] == "supported"
+    assert _verdicts("A dry recording.", ev("0M0", 40.0))[("reverb", "dry")] == "unsupported"
+    assert _verdicts("A dry recording.", ev("S00", 40.0))[("reverb", "dry")] == "supported"

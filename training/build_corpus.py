@@ -825,12 +825,17 @@ def events_track(rng, pools: Pools, n, alert_bias, synth_beeps):
     return y
 
 
-def reverb(rng, x):
+def reverb(rng, x, rec=None):
+    """Exponentially decaying noise IR (RT60 0.15-0.9 s) with a direct path; `rec` gets the RT60 drawn and
+    the direct-to-reverberant energy ratio (ground truth for the by-hand check; the audio is unchanged)."""
     rt60 = rng.uniform(0.15, 0.9)
     L = int(rt60 * SR)
     t = np.arange(L) / SR
     ir = (rng.standard_normal(L) * np.exp(-6.9 * t / rt60)).astype(np.float32)
     ir[0] = 1.0 / rng.uniform(0.3, 1.2)
+    if rec is not None:
+        rec["rt60_s"] = round(float(rt60), 3)
+        rec["drr_db"] = round(float(10 * np.log10(ir[0] ** 2 / max(float(np.sum(ir[1:] ** 2)), 1e-12))), 1)
     from scipy.signal import fftconvolve
     y = fftconvolve(x, ir)[: len(x)].astype(np.float32)
     return y * (np.sqrt(np.mean(x ** 2)) / (np.sqrt(np.mean(y ** 2)) + 1e-12))
@@ -1014,7 +1019,7 @@ def make_clip(rng, pools: Pools, target: str, split: str, recipe: str = "m3"):
         noise = room_tone(rng, n, nl)
         rec["noise_db"] = round(nl, 1)
     if target != "000" and rng.random() < 0.2:
-        content = reverb(rng, content)
+        content = reverb(rng, content, rec)
         rec["reverb"] = True
     mix = content + noise
     if rng.random() < 0.08:
