@@ -42,7 +42,17 @@ def _truth_line(row: dict | None) -> str:
     wins = " ".join("".join(c if f else "·" for c, f in zip("SMA", w)) for w in row.get("windows", []))
     mix = ", ".join(
         f"{k}={row[k]}"
-        for k in ("len_s", "music_db", "sound_db", "noise_db", "speech_continuous", "speech_phone", "phone", "reverb")
+        for k in (
+            "len_s",
+            "music_db",
+            "sound_db",
+            "noise_db",
+            "speech_continuous",
+            "speech_phone",
+            "phone",
+            "rt60_s",
+            "drr_db",
+        )
         if k in row
     )
     return f"truth: domain {row['domain']}; 2 s windows (S speech, M music, A sound): {wins}; mix: {mix}"

@@ -210,7 +210,7 @@ def _evidence(clip, domain, transcript=None, tags=None):
         "quality.dnsmos_ovrl": 3.2,
         "quality.dnsmos_bak": 3.0,
     }
-    probs = [0.9 if domain[i] != "0" else 0.05 for i in range(3)]
+    probs = [0.97 if domain[i] != "0" else 0.03 for i in range(3)]  # sure (presence_confidence 0.95)
     return evidence_of(clip, domain, values, duration_s=8.0, probs=probs)
 
 

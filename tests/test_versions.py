@@ -75,7 +75,7 @@ def test_versions_list_show_diff_print_what_a_user_asks(three, capsys):
     code, out, _ = _run(capsys, "versions", "diff", *common)  # the two latest
     assert code == 0 and out.startswith(f"dataset {cfg.dataset}: v0002 → v0003")
     rows = _section(out, "dataset")
-    assert rows["reviews"] == ["1", "0", "0", "0"] and rows["qc"] == ["1", "0", "0", "76"]
+    assert rows["reviews"] == ["1", "0", "0", "0"] and rows["qc"] == ["1", "0", "0", "94"]  # a row per item and check
     assert rows["entailment"] == ["0", "0", "0", "6"]  # the rejected item stays, QC says so
     assert _section(out, "Items every QC check kept")["entailment"] == ["6", "5", "1", "0"]
     code, out, _ = _run(capsys, "versions", "diff", *common, "v0001", "v0002")
