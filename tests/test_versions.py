@@ -79,7 +79,7 @@ def test_versions_list_show_diff_print_what_a_user_asks(three, capsys):
     assert rows["entailment"] == ["0", "0", "0", "6"]  # the rejected item stays, QC says so
     assert _section(out, "Items every QC check kept")["entailment"] == ["6", "5", "1", "0"]
     code, out, _ = _run(capsys, "versions", "diff", *common, "v0001", "v0002")
-    assert _section(out, "dataset")["qc"] == ["0", "4", "0", "72"]  # 4 long captions: a new length verdict
+    assert _section(out, "dataset")["qc"] == ["0", "4", "0", "90"]  # 4 long captions: a new length verdict
     assert _section(out, "Items every QC check kept")["captions"] == ["9", "6", "3", "0"]  # one was already out
     assert "Changed tables: qc;" in out
 
