@@ -132,9 +132,10 @@ def _blind_estimate_confidence(name: str, value: float | None, facts: Sequence[F
     clip's quietest tenth) as the noise floor, the RT60 the decays after speech offsets. Music, sound events
     or a quiet passage there read as noise or as a dry room. A high SNR is evidence of a clean recording
     whatever the content; otherwise the estimate is a fact only on speech alone. Measured on the 2026-11-24
-    dev build against the mixes' room-tone levels and drawn RT60s: 11 of 11 "noisy" verdicts on clips with
-    music or events were wrong; "dry" was wrong on 4 of 4 strongly reverberant clips with music or events
-    (true RT60 0.43-0.89 s, estimated 0.27-0.32 s) and right on the 4 speech clips."""
+    dev build against the mixes' room-tone levels and drawn RT60s (benchmarks/room_truth.py): 7 of 10
+    "noisy" verdicts on clips with music or events were wrong, none shown right; "dry" was wrong on the 4
+    strongly reverberant clips with music or events (true RT60 0.43-0.89 s, estimated 0.27-0.32 s) and within
+    0.05 s on the 4 reverberated clips with speech."""
     if name not in ("snr_db", "rt60_s", "drr_db") or value is None:
         return None
     if name == "snr_db" and bands.word("noise", value) == "clean":
