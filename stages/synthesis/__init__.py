@@ -37,9 +37,8 @@ from earmark.stages.synthesis.replies import (
     reply_schema,
 )
 
-STAGE_VERSION = (
-    "6"  # bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing)
-)
+# bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason)
+STAGE_VERSION = "7"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request

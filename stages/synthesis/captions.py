@@ -63,7 +63,7 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
             written = absent_rows(ev, kind, s)
             out.rows += written
             if not written:
-                why = f"{kind}: absent by the domain code, but not surely enough to state it"
+                why = f"{kind} absent by the domain code, but not surely enough to state it"
                 out.rejections.append(s.rejection(ev, "captions", s.prompt_like("absent"), why))
             continue
         if kind in RULE_KINDS and s.cfg.content_captions == "rule":
