@@ -456,32 +456,33 @@ def test_a_numbered_lists_numbering_claims_no_number():
     assert ("number", "3") in [(c.type, c.value) for c in extract("1. music\n2. It lasts 3 seconds.")]
 
 
+def _triple(i, instruction, answer, rule, content, clip="m1"):
+    return InstructionTriple(
+        **_lin(clip),
+        item_id=f"{clip}:i:{i}",
+        dimension="Format",
+        instruction=instruction,
+        rule=rule,
+        rule_content=content,
+        answer=answer,
+    )
+
+
 def test_an_instructions_format_rule_and_an_answers_brackets_are_not_claims():
     """The dev build of 2026-11-24 rejected 12 instruction triples of a music-only clip for the JSON rule's
     quoted key names and "the word" (read as speech) and for "(The …" (read as a name)."""
 
-    def triple(i, instruction, answer, rule, content):
-        return InstructionTriple(
-            **_lin("m1"),
-            item_id=f"m1:i:{i}",
-            dimension="Format",
-            instruction=instruction,
-            rule=rule,
-            rule_content=content,
-            answer=answer,
-        )
-
     items = {
         "instructions": [
-            triple(
+            _triple(
                 0,
                 'What is the main sound? Answer in JSON with exactly the keys "main_sound" and "recording".',
                 '{"main_sound": "music", "recording": "a recording"}',
                 13,
                 '{"main_sound": "", "recording": ""}',
             ),
-            triple(1, "What is heard in this clip? Wrap your entire answer in parentheses.", "(The music.)", 7, ""),
-            triple(2, 'What is heard? Do not use the word "loud" in your answer.', "Music is heard.", 2, "loud"),
+            _triple(1, "What is heard in this clip? Wrap your entire answer in parentheses.", "(The music.)", 7, ""),
+            _triple(2, 'What is heard? Do not use the word "loud" in your answer.', "Music is heard.", 2, "loud"),
         ]
     }
     qc, _ = audit_items(items, {"m1": MUSIC}, 0.6)
@@ -493,10 +494,7 @@ def test_a_copied_template_slot_is_rejected_and_an_inverted_quality_claim_is_rea
     from earmark.stages.qc import check_unfilled
 
     def triple(answer):
-        return InstructionTriple(
-            **_lin("m1"), item_id="m1:i:0", dimension="Format", instruction="What is heard?", rule=13,
-            rule_content="", answer=answer,
-        )  # fmt: skip
+        return _triple(0, "What is heard?", answer, 13, "")
 
     assert not check_unfilled(triple('{"main_sound": "music", "recording": "<transcript>"}'), FilterSection())[0]
     assert check_unfilled(triple('{"main_sound": "music", "recording": "a quiet one"}'), FilterSection())[0]
