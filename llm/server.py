@@ -33,6 +33,8 @@ def _watch():
 threading.Thread(target=_watch, daemon=True).start()
 if os.environ.get("EARMARK_LLM_CPUS"):  # one core per single-slot server: no two servers time-share a core
     os.sched_setaffinity(0, {int(c) for c in os.environ["EARMARK_LLM_CPUS"].split(",")})
+from earmark.llm.sampling import install  # JSON grammar checked token by token, as llama.cpp's server does
+install()
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 

@@ -450,3 +450,45 @@ def test_extract_json_refuses_non_finite_numbers(text):
     # json.loads accepts these; they are not JSON, cannot be cached and would poison validation
     with pytest.raises(ValueError):
         extract_json(text)
+
+
+def test_grammar_last_sampler_matches_grammar_first_greedily_and_keeps_output_valid():
+    """The embedded servers check the JSON grammar token by token (earmark.llm.sampling), as llama.cpp's own
+    server does. Greedy decoding must give the very same tokens as llama-cpp-python's grammar-first chain, and
+    sampled output must still follow the schema; the resample path (the grammar rejects the free token) runs."""
+    import jsonschema
+    from llama_cpp import Llama
+    from llama_cpp import llama as llama_module
+
+    from earmark.llm import sampling
+
+    llm = Llama(str(resolve_model_path(SMOL)), n_ctx=1024, n_threads=1, verbose=False)
+    fmt = {"type": "json_object", "schema": CAPTION_SCHEMA}
+
+    def ask(temperature: float, seed: int) -> tuple[str, object]:
+        llm.reset()
+        out = llm.create_chat_completion(
+            messages=MESSAGES,
+            max_tokens=120,
+            temperature=temperature,
+            seed=seed,
+            response_format=fmt,
+            repeat_penalty=1.1,
+        )
+        return out["choices"][0]["message"]["content"], llm._sampler
+
+    grammar_first = llama_module.Llama._init_sampler
+    greedy_first = ask(0.0, 1)[0]
+    try:
+        assert sampling.install()
+        greedy_last, sampler = ask(0.0, 1)
+        assert isinstance(sampler, sampling.GrammarLastSampler)
+        resampled = 0
+        for seed in range(4):
+            text, sampler = ask(0.9, seed)
+            jsonschema.validate(extract_json(text), CAPTION_SCHEMA)  # as the client parses it
+            resampled += sampler.resampled
+    finally:
+        llama_module.Llama._init_sampler = grammar_first
+    assert greedy_last == greedy_first
+    assert resampled > 0  # the constrained path ran and still gave valid JSON
