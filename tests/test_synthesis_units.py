@@ -18,6 +18,7 @@ from earmark.stages.synthesis.captions import caption_clip
 from earmark.stages.synthesis.common import Synth
 from earmark.stages.synthesis.qa import qa_plan
 from earmark.stages.synthesis.replies import CaptionReply
+from earmark.stages.synthesis.rule_captions import rule_captions
 
 PHRASES = load_phrases("evidence")
 
@@ -72,9 +73,16 @@ def test_evidence_views_are_focused_numberless_and_only_confident():
     assert "transcript" not in render(ev, "environment") and "clean" in render(ev, "environment")
     for kind in ("short", "long", "speech", "music", "sound", "environment"):
         assert not any(ch.isdigit() for ch in render(ev, kind)), kind
-    # an unconfident transcript is never quoted: the speech is described as indistinct
+    # an unconfident transcript is never quoted. Without a confident language the words may be clear speech in a
+    # language an English-only transcriber does not know: "not transcribed", never "indistinct"
     shaky = evidence_of("c", "S00", {"speech.transcript": ("thank you for watching", 0.3), "speech.segments": 1})
-    assert "<transcript>" not in render(shaky, "speech") and "indistinct" in render(shaky, "speech")
+    assert "<transcript>" not in render(shaky, "speech") and "not be transcribed" in render(shaky, "speech")
+    assert "indistinct" not in render(shaky, "speech")
+    known = evidence_of("c", "S00", {"speech.transcript": ("thank you", 0.3), "speech.language": ("fr", 0.9)})
+    assert "indistinct" in render(known, "speech")
+    captions = {c.text for c in rule_captions(shaky, "speech", synth(ScriptedLLM([])))}
+    assert captions and not any("indistinct" in t.lower() or "unclear" in t.lower() for t in captions), captions
+    assert all("transcribed" in t.lower() for t in captions), captions
     # the tagger is unsure about music (0.55): the notes say nothing about music either way
     unsure = evidence_of("c", "SM0", {}, probs=[0.95, 0.55, 0.05])
     assert "music" not in render(unsure, "long") and "- no sound events" in render(unsure, "long")
@@ -157,6 +165,29 @@ def test_rule_written_content_and_absence_captions_and_audited_repairs():
     assert len(by_kind["short"]) == 3 and len({c.text for c in by_kind["short"]}) == 3
     assert "unsupported loudness claim 'quiet'" in llm.calls[1][-1]["content"]  # the audit's reason, sent back
     assert "repeats an earlier one" in llm.calls[4][-1]["content"]
+
+
+def test_a_silent_clip_gets_every_caption_by_rule_and_each_passes_the_audit():
+    from earmark.stages.claims import audit, claim_verdict
+
+    silent = evidence_of("c", "000", duration_s=8.0)
+    llm = ScriptedLLM([])
+    out = caption_clip(silent, synth(llm, audit=True))
+    assert llm.calls == []  # the facts (silence, nothing else) fully determine every caption
+    by_kind = {}
+    for c in out.rows:
+        by_kind.setdefault(c.kind, []).append(c)
+    for kind in ("short", "long"):
+        rows = by_kind[kind]
+        assert [c.model for c in rows] == ["rule"] * 3 and len({c.text for c in rows}) == 3
+        assert {c.prompt_name for c in rows} == {"silence_rule"}
+    for c in out.rows:
+        assert claim_verdict(audit(c.text, silent))[0], c.text
+    # a clip that is quiet but not silent still goes to the model
+    speech = _ev("S00")
+    llm = ScriptedLLM([])
+    caption_clip(speech, synth(llm))
+    assert len(llm.calls) >= 6
 
 
 def test_qa_plan_spans_categories_with_difficulty():

@@ -37,8 +37,9 @@ from earmark.stages.synthesis.replies import (
     reply_schema,
 )
 
-# bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason)
-STAGE_VERSION = "7"
+# bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason,
+# 8: silence captions by rule)
+STAGE_VERSION = "8"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request

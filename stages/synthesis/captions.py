@@ -5,7 +5,9 @@ focused prompt (small models asked for 3 paraphrases at once mostly repeat thems
 an earlier one is sent back for repair. Content captions (speech, music, sound, environment) are written by
 rule from the confident facts when `content_captions = "rule"` (earmark.stages.synthesis.rule_captions), and
 content the domain decision says is absent is stated as absent by rule (`absent_captions = "rule"`, the
-sentences of prompts/absent.toml), as MECAT's references do.
+sentences of prompts/absent.toml), as MECAT's references do. With rule content captions, a clip whose only fact
+is its silence gets its short and long captions by rule too (absent.toml's `[silence]`): the facts fully
+determine them, so no model call is made.
 """
 
 from __future__ import annotations
@@ -37,13 +39,28 @@ def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     if fact is None or fact.value != "absent":  # "uncertain": the tagger may have missed it; say nothing
         return []
     confidence = fact.confidence if fact.confidence is not None else 1.0 - (fact.number or 0.0)
-    texts = s.phrases("absent")["captions"][kind]
+    return _phrase_rows(ev, kind, s.phrases("absent")["captions"][kind], confidence, "absent_rule", s)
+
+
+def only_silence(ev: ClipEvidence, kind: str, s: Synth) -> bool:
+    """The clip's facts for this caption kind are the one line "essentially silent": they fully determine the
+    caption, which is then written by rule (no model call)."""
+    return s.notes(ev, kind) == s.phrases("evidence")["content"]["silent"]
+
+
+def silence_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
+    return _phrase_rows(ev, kind, s.phrases("absent")["silence"][kind], 1.0, "silence_rule", s)
+
+
+def _phrase_rows(
+    ev: ClipEvidence, kind: str, texts: list[str], confidence: float, name: str, s: Synth
+) -> list[Caption]:
     sha = file_sha("absent", s.cfg.prompt_dir)
     return [
         Caption(
             clip_id=ev.clip_id,
             domain=ev.domain,
-            prompt_name="absent_rule",
+            prompt_name=name,
             prompt_sha=sha,
             model="rule",
             confidence=round(confidence, 3),
@@ -73,6 +90,9 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
                 rule = s.prompt_like("content_captions")
                 why = "no confident fact" if not written else f"only {len(written)} distinct captions from the facts"
                 out.rejections.append(s.rejection(ev, "captions", rule, f"{kind} by rule: {why}"))
+            continue
+        if s.cfg.content_captions == "rule" and only_silence(ev, kind, s):
+            out.rows += silence_rows(ev, kind, s)
             continue
         prompt = s.prompt(f"caption_{kind}")
         messages = prompt.render(evidence_text=s.notes(ev, kind))

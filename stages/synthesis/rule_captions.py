@@ -50,6 +50,7 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         "voice": w["voice"][key],
         "gender": gender,
         "quote": quote,
+        "unclear": v.ok("speech.language") is not None,  # else the words may be clear, in another language
         "when": speech_when(when, v),
     }
 
