@@ -86,10 +86,11 @@ class GrammarLastSampler:
         return token
 
     def close(self) -> None:
-        if self._grammar is not None:
+        if getattr(self, "_grammar", None) is not None:  # also after a failed __init__
             llama_cpp.llama_sampler_free(self._grammar)
             self._grammar = None
-        self._chain.close()
+        if (chain := getattr(self, "_chain", None)) is not None:
+            chain.close()
 
     def __del__(self) -> None:
         self.close()
