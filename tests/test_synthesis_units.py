@@ -28,8 +28,9 @@ def render(ev, kind):
 
 
 def synth(llm, audit: bool = False) -> Synth:
-    """Tests of the call → validate → repair mechanics switch the claim audit off (it has its own tests)."""
-    return Synth(llm, SynthesizeSection(repair_with_audit=audit))
+    """Tests of the call → validate → repair mechanics switch the claim audit off (it has its own tests) and ask
+    the model for entailment sets (the default writes them by rule)."""
+    return Synth(llm, SynthesizeSection(repair_with_audit=audit, entailment_sets="llm"))
 
 
 def _ev(domain="S00", transcript="hello there, nice to meet you", clip_id="0123456789abcdef0123"):
@@ -315,9 +316,14 @@ def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_a
         "confidence": 0.9,
     }
     llm = ScriptedLLM([negated, negated])  # the repair fails the same way
-    out = entailment_clip(ev, [premise], Synth(llm, SynthesizeSection()))
+    out = entailment_clip(ev, [premise], Synth(llm, SynthesizeSection(entailment_sets="llm")))
     assert len(llm.calls) == 2 and len(out.rejections) == 1 and "negation" in out.rejections[0].reason
     rows = {h.label: h for h in out.rows}
+    # the default writes the same rule set without asking the model
+    quiet = ScriptedLLM([])
+    by_rule = entailment_clip(ev, [premise], Synth(quiet, SynthesizeSection()))
+    assert quiet.calls == [] and by_rule.rejections == []
+    assert [(h.label, h.hypothesis) for h in by_rule.rows] == [(h.label, h.hypothesis) for h in out.rows]
     assert set(rows) == {"entailment", "neutral", "contradiction"}
     assert all(h.model == "rule" and h.prompt_name == "entailment_rules" for h in rows.values())
     qc, _ = audit_items({"entailment": out.rows}, {ev.clip_id: ev}, 0.6)

@@ -38,7 +38,7 @@ from earmark.stages.synthesis.replies import (
 )
 
 # bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason,
-# 8: silence captions by rule)
+# 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm")
 STAGE_VERSION = "8"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
@@ -83,6 +83,7 @@ def spec(
         "absent": cfg.absent_captions,
         "content": cfg.content_captions,
         "fallback": cfg.caption_fallback,
+        "entailment_sets": cfg.entailment_sets,
         "min_confidence": evidence.min_confidence,
     }
     writes: tuple[str, ...] = (item, "rejections")
@@ -122,7 +123,10 @@ def max_requests(item: str, cfg: SynthesizeSection) -> int:
     """LLM requests one clip needs at most on first attempts (repairs aside): the flow's estimate before the
     shard's evidence is read."""
     llm_kinds = [k for k in CAPTION_KINDS if not (k in captions.RULE_KINDS and cfg.content_captions == "rule")]
-    return {"captions": 3 * len(llm_kinds), "qa": 5, "entailment": 1, "instructions": 3, "joint": 1}[item]
+    entailment_calls = int(cfg.entailment_sets == "llm")
+    return {"captions": 3 * len(llm_kinds), "qa": 5, "entailment": entailment_calls, "instructions": 3, "joint": 1}[
+        item
+    ]
 
 
 def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[Any] = ()) -> int:
@@ -132,7 +136,7 @@ def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[A
         rule = captions.RULE_KINDS if s.cfg.content_captions == "rule" else ()
         return 3 * sum(not captions.is_absent(ev, k, s) and k not in rule for k in CAPTION_KINDS)
     if item == "entailment":
-        return int(entailment.premise_for(ev.clip_id, premises) is not None)
+        return int(s.cfg.entailment_sets == "llm" and entailment.premise_for(ev.clip_id, premises) is not None)
     return {"qa": len(qa.qa_plan(ev.clip_id)), "instructions": 3, "joint": 1}[item]
 
 
