@@ -162,6 +162,10 @@ class SynthesizeSection(Section):
     # a short or long reference the model could not write truthfully (rejected after its repair): written by
     # rule from the same facts instead ("rule"), or left out ("none")
     caption_fallback: Literal["rule", "none"] = "rule"
+    # entailment hypothesis sets: from the clip's facts and premise by rule (prompts/entailment_rules.toml, no model
+    # call), or by the LLM with the rule set as its fallback ("llm": a capable endpoint). The embedded 0.5B model's
+    # sets never passed the audit and the set checks (0 of 147 in two builds, docs/benchmarks.md)
+    entailment_sets: Literal["rule", "llm"] = "rule"
     repair_attempts: int = Field(1, ge=0, le=3)
     # a reply whose claims the claim audit rejects (earmark.stages.claims) is sent back once with the audit's
     # reason, like a reply that fails validation; QC audits every item again either way
