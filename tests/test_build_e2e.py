@@ -159,7 +159,9 @@ def test_rerun_after_editing_only_the_entailment_prompt_regenerates_only_entailm
     text = path.read_text()
     assert "Never use negation words" in text, "the edit below must change the prompt"
     path.write_text(text.replace("Never use negation words", "Never use any negation words"))
-    cfg2 = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"prompt_dir": edited})})
+    # the model writes the sets (by default they are written by rule and this prompt is not used)
+    synth = cfg.synthesize.model_copy(update={"prompt_dir": edited, "entailment_sets": "llm"})
+    cfg2 = cfg.model_copy(update={"synthesize": synth})
 
     out = run_rerun(cfg2, "synthesize", ["entailment"])
     assert out["created"] and out["base"] == first["version"]
