@@ -207,7 +207,7 @@ CHANGES: list[tuple[str, str, str]] = [
         "over time",
     )
 ]
-# A pitch level ("a high-pitched tone", "the pitch is low"): the evidence a prompt gets has no pitch fact, so the
+# A pitch or timbre level ("a high-pitched tone", "the pitch is low", "the timbre is low"): the evidence a prompt gets has no pitch fact, so the
 # claim is unsupported (specific) whatever it says.
 PITCH: list[tuple[str, str, str]] = [
     (
@@ -217,7 +217,10 @@ PITCH: list[tuple[str, str, str]] = [
         r"(?:higher|lower) than|(?:primary|main|dominant|predominant|overall|average|fundamental|base|central) pitch|"
         # a pitch denied is a pitch level all the same: "a steady beat with no pitch", "an unpitched thud"
         r"pitchless|unpitched|non-pitched|atonal\w*|(?:no|without(?: a| any)?|lacks?(?: a| any)?|lacking(?: a| any)?) "
-        r"(?:clear |definite |discernible |distinct |real |recognisable |recognizable )?(?:pitch|tonality)",
+        r"(?:clear |definite |discernible |distinct |real |recognisable |recognizable )?(?:pitch|tonality)|"
+        # a timbre level: "the timbre is low" (no expert measures timbre; said of a silent clip in the dev build)
+        r"timbre (?:is|sounds|remains|seems|was) (?:\w+ ){0,2}?(?:high|low|deep|bright|dark|warm|thin|rich|harsh|"
+        r"smooth|mellow|sharp|soft)",
         "pitch",
         "level",
     )

@@ -24,8 +24,9 @@ from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 
 # 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;
-# 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality
-STAGE_VERSION = "9"
+# 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality;
+# 10: a timbre level
+STAGE_VERSION = "10"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

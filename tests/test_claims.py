@@ -411,6 +411,7 @@ def test_one_voice_and_its_manner_are_not_a_second_speaker(text):
         "An atonal drone.",
         "A drone without any clear pitch.",
         "The primary pitch of the sounds heard throughout is A# minor.",  # dev_0M0_00003, kept
+        "The timbre is low, with no vibrato or breathy sound.",  # a silent clip's QA answer, dev build v0006, kept
     ],
 )
 def test_a_denied_or_named_pitch_is_a_pitch_level(text):
