@@ -6,7 +6,7 @@ ships whole or not at all) and one `claims` row per claim. What each item type m
 | items | fields audited | rule |
 |---|---|---|
 | captions | text | no contradicted, no unsupported claim, at least one supported (rule-written ones too) |
-| qa | question | no contradicted claim (a question may presuppose what the evidence cannot confirm) |
+| qa | question | no contradicted claim (a question may presuppose what the evidence cannot confirm; what a yes/no or degree question asks about is no claim: `claims.asserted`) |
 |    | answer | inference_judgement / application_context: no contradicted claim; others: as captions |
 | entailment | hypothesis | the label's relation holds (earmark.stages.claims.entailment_label_check) |
 | instructions | instruction | no contradicted claim |
@@ -25,7 +25,7 @@ from typing import Any
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.outcomes import ItemClaim, QCResult
-from earmark.stages.claims import AuditedClaim, about_audio, audit, claim_verdict, entailment_label_check
+from earmark.stages.claims import AuditedClaim, about_audio, asserted, audit, claim_verdict, entailment_label_check
 from earmark.stages.qc import normalise
 
 INFERENCE = ("inference_judgement", "application_context")
@@ -45,6 +45,11 @@ def _unwrapped(answer: str) -> str:
     """A parenthesised answer ("(The main sound is…)", the Symbol rule) read without its brackets."""
     text = answer.strip()
     return text[1:-1] if text.startswith("(") and text.endswith(")") else answer
+
+
+def answer_words(answer: str) -> str:
+    """An instruction's expected answer as the audit reads it: plain words, without the Symbol rule's brackets."""
+    return _unwrapped(_answer_words(answer))
 
 
 def _question(instruction: str) -> str:
@@ -93,7 +98,7 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
     elif table == "instructions":
         fields = [
             ("instruction", _question(item.instruction), {"inference": True, "need_support": False}),
-            ("answer", _unwrapped(_answer_words(item.answer)), {}),
+            ("answer", answer_words(item.answer), {}),
         ]
     rows: list[ItemClaim] = []
     if table == "entailment":
@@ -107,6 +112,8 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
         keep, reason = False, "instruction: the question does not ask about the audio"
     for field, text, opts in fields:
         audited = audit(text, ev, thr)
+        if field in ("question", "instruction"):
+            audited = asserted(text, audited)
         rows += _rows(table, item, field, audited)
         ok, why, share = claim_verdict(audited, **opts)
         shares.append(share)

@@ -523,6 +523,25 @@ def about_audio(question: str) -> bool:
     return bool(_ABOUT_AUDIO.search(question)) or any(c.type != "number" for c in extract(question))
 
 
+# A yes/no question ("Is there any music?", "Does anyone speak?") or a degree question ("How loud is it?") asks
+# whether content is there or how much of it: those claim types are asked, not asserted. Other claims of a
+# question still presuppose ("Is the guitar out of tune?" presupposes a guitar).
+_ASKING = re.compile(
+    r"^\s*(?:(?:is|are|was|were|does|do|did|can|could|would|will|has|have)\b|"
+    r"how\s+(?:loud|quiet|much|many|noisy|clean|clear|fast|slow)\b)",
+    re.I,
+)
+ASKED_TYPES = {"presence", "absence", "silence", "loudness", "noise", "bandwidth", "reverb"}
+
+
+def asserted(question: str, claims: list[AuditedClaim]) -> list[AuditedClaim]:
+    """The claims a question asserts or presupposes: in a yes/no or degree question, presence, loudness, noise,
+    bandwidth and echo are what it asks about, so they are left out."""
+    if not _ASKING.match(question):
+        return claims
+    return [c for c in claims if c.claim.type not in ASKED_TYPES]
+
+
 @dataclass(frozen=True)
 class AuditedClaim:
     claim: ExtractedClaim

@@ -25,8 +25,8 @@ from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTr
 
 # 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;
 # 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality;
-# 10: a timbre level
-STAGE_VERSION = "10"
+# 10: a timbre level; 11: a yes/no or degree question asks about presence, loudness, noise, band and echo
+STAGE_VERSION = "11"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

@@ -523,3 +523,22 @@ def test_blind_room_estimates_are_facts_only_on_speech_alone():
     assert _verdicts("A clean recording.", ev("0MA", 40.0))[("noise", "clean")] == "supported"
     assert _verdicts("A dry recording.", ev("0M0", 40.0))[("reverb", "dry")] == "unsupported"
     assert _verdicts("A dry recording.", ev("S00", 40.0))[("reverb", "dry")] == "supported"
+
+
+def test_a_yes_no_or_degree_question_asks_about_presence_and_levels_it_does_not_assert_them():
+    from earmark.stages.claims import asserted
+
+    quiet_no_music = evidence_of("q2", "S00", {"levels.lufs": -35.0}, probs=[0.95, 0.02, 0.02])
+
+    def contradicted(q):
+        return [a.claim.span for a in asserted(q, audit(q, quiet_no_music)) if a.judgement.verdict == "contradicted"]
+
+    for q in ("Is there any music in this clip?", "Can music be heard here?", "How loud is the recording?"):
+        assert contradicted(q) == [], q
+    assert contradicted("What is the music like?") == ["music"]  # presupposes music
+    assert contradicted("Is the music loud?") == []  # asks: presence and loudness are what it asks about
+    assert contradicted("Does the woman speak?") == []
+    male = evidence_of("q3", "S00", {"S1@speaker.gender": {"male": 0.95, "female": 0.05}, "speakers.count": 1})
+    assert [a.claim.value for a in asserted("Does the woman speak?", audit("Does the woman speak?", male))] == [
+        "female"
+    ]  # a gender is presupposed, even in a yes/no question
