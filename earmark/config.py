@@ -166,6 +166,11 @@ class SynthesizeSection(Section):
     # call), or by the LLM with the rule set as its fallback ("llm": a capable endpoint). The embedded 0.5B model's
     # sets never passed the audit and the set checks (0 of 147 in two builds, docs/benchmarks.md)
     entailment_sets: Literal["rule", "llm"] = "rule"
+    # open QA pairs and instruction triples: from the clip's facts by rule (prompts/qa_rules.toml, no model call),
+    # or by the LLM ("llm": a capable endpoint). Read against the audio, the embedded 0.5B model's pairs were
+    # mostly generic or wrong (docs/benchmarks.md, "QA and instructions by rule")
+    qa_pairs: Literal["rule", "llm"] = "rule"
+    instruction_triples: Literal["rule", "llm"] = "rule"
     repair_attempts: int = Field(1, ge=0, le=3)
     # a reply whose claims the claim audit rejects (earmark.stages.claims) is sent back once with the audit's
     # reason, like a reply that fails validation; QC audits every item again either way

@@ -212,6 +212,7 @@ def _cfg(inputs: Path, data_root: Path, endpoint: str, **llm):
         "filter.margin_backend": "off",
         "ingest.files_per_shard": 1,
         "run.task_runner": "sequential",  # shard tasks in submission order: which request fails is fixed
+        "synthesize.qa_pairs": "llm",  # QA pairs by the model (the default writes them by rule, without a request)
         **{f"llm.{k}": v for k, v in llm.items()},
     }
     return load_config(None, overrides)

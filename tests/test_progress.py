@@ -104,7 +104,7 @@ def test_synthesis_reports_each_request_against_an_exact_total(item):
     from earmark.stages import synthesis
     from earmark.stages.base import Inputs
 
-    cfg = load_config(None, {})
+    cfg = load_config(None, {"synthesize": {"qa_pairs": "llm", "instruction_triples": "llm"}})
     evidence = [_ev("S00", clip_id="0123456789abcdef0001"), _ev("SMA", clip_id="fedcba98765432100002")]
     bound = synthesis.max_requests(item, cfg.synthesize) * len(evidence)
     rec = Recorder()

@@ -20,12 +20,14 @@ pytestmark = pytest.mark.slow
 ITEMS = {"synthesize:captions", "synthesize:qa", "synthesize:entailment", "synthesize:instructions"}
 AFTER = {"filter", "publish"}  # any item change gives new QC verdicts and a new version
 CAPTIONS = {"synthesize:captions", "synthesize:entailment"} | AFTER  # entailment premises are captions
+RULE_QA = {"synthesize:qa", "synthesize:instructions"}  # rule-written QA and instructions reuse the caption phrases
 # file → the build stages that must recompute after it is edited (nothing else may)
 EXPECTED: dict[str, set[str]] = {
     **{f"caption_{k}": CAPTIONS for k in ("short", "long", "speech", "music", "sound", "environment")},
-    "absent": CAPTIONS,
-    "content_captions": CAPTIONS,  # rule-written content captions and the short/long fallback
+    "absent": CAPTIONS | RULE_QA,
+    "content_captions": CAPTIONS | RULE_QA,  # rule-written content captions and the short/long fallback
     "qa": {"synthesize:qa"} | AFTER,
+    "qa_rules": RULE_QA | AFTER,  # rule-written QA pairs and instruction triples (the default)
     "entailment": {"synthesize:entailment"} | AFTER,
     "entailment_rules": {"synthesize:entailment"} | AFTER,  # the rule-written fallback sets
     "ifeval": {"synthesize:instructions"} | AFTER,

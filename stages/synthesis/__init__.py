@@ -24,7 +24,7 @@ from earmark.prompts import request_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS
 from earmark.stages.base import Inputs, StageSpec
-from earmark.stages.synthesis import captions, entailment, instructions, joint, qa
+from earmark.stages.synthesis import captions, entailment, instructions, joint, qa, rule_qa
 from earmark.stages.synthesis.common import LLM, Outcome, Synth
 from earmark.stages.synthesis.replies import (
     MAX_CHARS,
@@ -38,17 +38,18 @@ from earmark.stages.synthesis.replies import (
 )
 
 # bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason,
-# 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm")
-STAGE_VERSION = "8"
+# 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm", 9: QA pairs and
+# instruction triples by rule unless qa_pairs / instruction_triples = "llm")
+STAGE_VERSION = "9"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
 
 _FILES: dict[str, tuple[str, ...]] = {
     "captions": (*captions.PROMPTS, "absent", "content_captions"),
-    "qa": qa.PROMPTS,
+    "qa": (*qa.PROMPTS, *rule_qa.PROMPTS, "absent", "content_captions"),
     "entailment": entailment.PROMPTS,
-    "instructions": instructions.PROMPTS,
+    "instructions": (*instructions.PROMPTS, *rule_qa.PROMPTS, "absent", "content_captions"),
     "joint": (*joint.PROMPTS, "absent", "content_captions"),
 }
 
@@ -84,6 +85,8 @@ def spec(
         "content": cfg.content_captions,
         "fallback": cfg.caption_fallback,
         "entailment_sets": cfg.entailment_sets,
+        "qa_pairs": cfg.qa_pairs,
+        "instruction_triples": cfg.instruction_triples,
         "min_confidence": evidence.min_confidence,
     }
     writes: tuple[str, ...] = (item, "rejections")
@@ -124,9 +127,14 @@ def max_requests(item: str, cfg: SynthesizeSection) -> int:
     shard's evidence is read."""
     llm_kinds = [k for k in CAPTION_KINDS if not (k in captions.RULE_KINDS and cfg.content_captions == "rule")]
     entailment_calls = int(cfg.entailment_sets == "llm")
-    return {"captions": 3 * len(llm_kinds), "qa": 5, "entailment": entailment_calls, "instructions": 3, "joint": 1}[
-        item
-    ]
+    qa_calls, instruction_calls = 5 * (cfg.qa_pairs == "llm"), 3 * (cfg.instruction_triples == "llm")
+    return {
+        "captions": 3 * len(llm_kinds),
+        "qa": qa_calls,
+        "entailment": entailment_calls,
+        "instructions": instruction_calls,
+        "joint": 1,
+    }[item]
 
 
 def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[Any] = ()) -> int:
@@ -137,7 +145,8 @@ def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[A
         return 3 * sum(not captions.is_absent(ev, k, s) and k not in rule for k in CAPTION_KINDS)
     if item == "entailment":
         return int(s.cfg.entailment_sets == "llm" and entailment.premise_for(ev.clip_id, premises) is not None)
-    return {"qa": len(qa.qa_plan(ev.clip_id)), "instructions": 3, "joint": 1}[item]
+    qa_calls = len(qa.qa_plan(ev.clip_id)) if s.cfg.qa_pairs == "llm" else 0
+    return {"qa": qa_calls, "instructions": 3 * (s.cfg.instruction_triples == "llm"), "joint": 1}[item]
 
 
 class _Counted:
@@ -214,9 +223,13 @@ def _run(
         )
     fns: dict[str, Callable[[ClipEvidence], Outcome]] = {
         "captions": lambda ev: captions.caption_clip(ev, s),
-        "qa": lambda ev: qa.qa_clip(ev, s),
+        "qa": lambda ev: rule_qa.rule_qa(ev, s) if cfg.qa_pairs == "rule" else qa.qa_clip(ev, s),
         "entailment": lambda ev: entailment.entailment_clip(ev, premises, s),
-        "instructions": lambda ev: instructions.instructions_clip(ev, s),
+        "instructions": lambda ev: (
+            rule_qa.rule_instructions(ev, s)
+            if cfg.instruction_triples == "rule"
+            else instructions.instructions_clip(ev, s)
+        ),
     }
     outcomes = _per_clip(evidence, fns[item], concurrency)
     return {item: [r for o in outcomes for r in o.rows], "rejections": [r for o in outcomes for r in o.rejections]}

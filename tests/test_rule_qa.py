@@ -1,0 +1,136 @@
+"""QA pairs and instruction triples written by rule from a clip's confident facts (the default): every item
+passes the claim audit and its own format rule, answers its question from the facts, and no model is asked."""
+
+from __future__ import annotations
+
+import pytest
+from test_synthesis_units import _ev
+
+from earmark.config import SynthesizeSection, load_config
+from earmark.metrics.ifeval import check_rule
+from earmark.schemas.records import QA_CATEGORIES
+from earmark.stages.audit import audit_items
+from earmark.stages.claims import audit, claim_verdict
+from earmark.stages.evidence import evidence_of
+from earmark.stages.synthesis.common import Synth
+from earmark.stages.synthesis.qa import INFERENCE, qa_plan
+from earmark.stages.synthesis.rule_qa import rule_instructions, rule_qa
+
+
+class _NoModel:
+    """An LLM that must not be called."""
+
+    model = "none"
+
+    def complete_json(self, *args, **kwargs):
+        raise AssertionError("a rule-written item asked the model")
+
+
+S = Synth(_NoModel(), SynthesizeSection())
+MUSIC = evidence_of(
+    "0badc0de0000000000m1",
+    "0M0",
+    {
+        "music.tempo_bpm": (100.0, 0.8),
+        "music.harmonic_ratio": 0.9,
+        "music.beat_strength": 0.7,
+        "levels.lufs": -18.0,
+        "acoustics.snr_db": 30.0,
+        "acoustics.bandwidth_hz": 3000.0,
+    },
+    duration_s=8.0,
+    probs=[0.02, 0.97, 0.02],
+)
+SILENT = evidence_of("5113ce00000000000000", "000", {"levels.lufs": -70.0}, duration_s=5.0, probs=[0.01, 0.01, 0.01])
+CLIPS = {
+    "speech": _ev("S00"),
+    "speech_events": _ev("S0A", clip_id="fedcba98765432100002"),
+    "speech_music": _ev("SM0", transcript="", clip_id="77777777765432100003"),
+    "music": MUSIC,
+    "silent": SILENT,
+}
+
+
+def _kept(text: str, ev, inference: bool = False) -> bool:
+    return claim_verdict(audit(text, ev), inference=inference, need_support=True)[0]
+
+
+@pytest.mark.parametrize("name", sorted(CLIPS))
+def test_rule_qa_pairs_are_true_planned_and_distinct(name):
+    ev = CLIPS[name]
+    out = rule_qa(ev, S)
+    plan = {p["category"] for p in qa_plan(ev.clip_id)}
+    assert out.rows, out.rejections
+    assert {r.category for r in out.rows} | {r.reason.split()[0] for r in out.rejections} == plan
+    assert all(r.model == "rule" and r.prompt_name == "qa_rules" and r.confidence == 1.0 for r in out.rows)
+    assert len({r.question.lower() for r in out.rows}) == len(out.rows)
+    for r in out.rows:
+        assert r.category in QA_CATEGORIES and r.question.endswith("?")
+        assert _kept(r.answer, ev, r.category in INFERENCE), (r.question, r.answer)
+        assert r.item_id == f"{ev.clip_id}:qa:{r.qa_index}"
+    qc, _ = audit_items({"qa": out.rows}, {ev.clip_id: ev}, S.min_confidence)
+    assert all(v.keep for v in qc), [(v.item_id, v.reason) for v in qc if not v.keep]
+
+
+def test_rule_qa_answers_say_the_facts():
+    by_cat = {r.category: r for r in rule_qa(_ev("S00"), S).rows}
+    text = " ".join(r.answer for r in by_cat.values()).lower()
+    assert "female" not in text and "woman" not in text  # the voice is confidently male
+    assert any(w in text for w in ("male", "man")), text
+    silent = " ".join(r.answer for r in rule_qa(SILENT, S).rows).lower()
+    assert "silen" in silent and "music with" not in silent and "speaks" not in silent
+    music = " ".join(r.answer for r in rule_qa(MUSIC, S).rows).lower()
+    assert "speaks" not in music and ("music" in music or "telephone" in music)
+
+
+@pytest.mark.parametrize("name", sorted(CLIPS))
+def test_rule_instructions_pass_their_rule_and_the_audit(name):
+    ev = CLIPS[name]
+    out = rule_instructions(ev, S)
+    assert len(out.rows) + len(out.rejections) == 3
+    for r in out.rows:
+        assert r.model == "rule" and "?" in r.instruction
+        assert check_rule(r.answer, r.rule, r.rule_content), (r.dimension, r.answer)
+    qc, claims = audit_items({"instructions": out.rows}, {ev.clip_id: ev}, S.min_confidence)
+    assert all(v.keep for v in qc), [(v.item_id, v.reason) for v in qc if not v.keep]  # QC's own audit keeps them
+    assert {c.item_id for c in claims} == {r.item_id for r in out.rows}
+    for rej in out.rejections:  # a rule no caption of the clip can meet is said, not faked
+        assert "by rule" in rej.reason
+
+
+def test_every_dimension_gets_a_rule_written_answer_somewhere():
+    """Over many clip ids each IFEval-Audio dimension (and nearly every rule option) is written for a speech clip."""
+    seen = set()
+    for i in range(40):
+        ev = _ev("S0A", clip_id=f"{i * 2654435761 % 16**8:08x}000000000000")
+        seen |= {(r.dimension, r.rule, r.rule_content) for r in rule_instructions(ev, S).rows}
+    dims = {d for d, _, _ in seen}
+    assert dims == {"Content", "Capitalization", "Symbol", "List Structure", "Length", "Format"}, seen
+    assert len(seen) >= 10, seen
+
+
+@pytest.mark.parametrize("item", ["qa", "instructions"])
+def test_rule_written_items_send_no_request(item):
+    from earmark.llm import LLMClient
+    from earmark.llm.fake_server import FakeLLMServer
+    from earmark.stages import synthesis
+    from earmark.stages.base import Inputs
+
+    cfg = load_config(None, {})
+    assert cfg.synthesize.qa_pairs == "rule" and cfg.synthesize.instruction_triples == "rule"
+    assert synthesis.max_requests(item, cfg.synthesize) == 0
+
+    class _Provider:
+        def __init__(self, c):
+            self.c = c
+
+        def client(self):
+            return self.c
+
+    evidence = list(CLIPS.values())
+    with FakeLLMServer("ok") as srv, LLMClient(srv.base_url, "fake-llm") as client:
+        out = synthesis.run(
+            item, cfg.synthesize, cfg.llm, cfg.evidence, _Provider(client), [item], Inputs.of(evidence=evidence)
+        )
+        assert srv.requests == 0
+    assert out[item] and all(r.model == "rule" for r in out[item])
