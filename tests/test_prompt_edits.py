@@ -2,6 +2,9 @@
 it: editing one file and rebuilding a real small dataset (SmolLM2) recomputes exactly those shards and what
 depends on them; every other shard is reused. A file a stage reads without declaring it fails the stage
 (earmark.prompts.only), so the table below cannot silently miss a dependency.
+
+Every file is checked against the stages' keys (which stage keys an edit changes, and what follows from them);
+a real rebuild after the edit is run for one file of each kind of dependency (`REBUILT`), to keep the suite short.
 """
 
 from __future__ import annotations
@@ -41,6 +44,33 @@ EXPECTED: dict[str, set[str]] = {
 }
 
 
+# one file per kind of dependency: a caption prompt, the phrases rule-written captions and QA share, the QA rules,
+# the entailment rules, the evidence phrases (every stage) and a file this build does not read
+REBUILT = ("caption_short", "content_captions", "qa_rules", "entailment_rules", "evidence", "joint")
+
+
+def _stage_shas(cfg) -> dict[str, str | None]:
+    """The prompt part of each synthesis and filter stage key of a focused build, as the build computes it."""
+    from earmark.stages import filter as filter_stage
+    from earmark.stages import synthesis
+
+    shas = {
+        f"synthesize:{item}": synthesis.spec(item, cfg.synthesize, cfg.llm, cfg.evidence).prompt_sha
+        for item in ("captions", "qa", "entailment", "instructions")
+    }
+    shas["filter"] = filter_stage.spec(cfg, "sbert").prompt_sha
+    return shas
+
+
+def _with_followers(direct: set[str]) -> set[str]:
+    """What recomputes after these stages' keys change: entailment follows captions (its premises), QC and the
+    version follow any item."""
+    out = set(direct)
+    if "synthesize:captions" in out:
+        out.add("synthesize:entailment")
+    return out | AFTER if out else out
+
+
 def _computed(result) -> set[str]:
     return {stage for stage, n in result["shards"].items() if n["computed"]}
 
@@ -75,12 +105,28 @@ def test_the_table_covers_every_prompt_file(project):
     assert set(prompt_files(prompts)) == set(EXPECTED) == set(prompt_files())
 
 
-def test_editing_each_file_recomputes_exactly_its_dependents(project):
+def test_editing_each_file_changes_exactly_its_dependents_keys(project):
+    cfg, prompts, _ = project
+    before = _stage_shas(cfg)
+    for name, expected in EXPECTED.items():
+        path = prompts / f"{name}.toml"
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# edited by tests/test_prompt_edits.py\n")
+        try:
+            after = _stage_shas(cfg)
+        finally:
+            path.write_bytes(original)
+        assert _with_followers({s for s in before if after[s] != before[s]}) == expected, name
+    assert _stage_shas(cfg) == before
+
+
+def test_editing_a_file_recomputes_exactly_its_dependents(project):
     cfg, prompts, first = project
     assert first["llm"]["calls"] > 0 and _computed(first) >= ITEMS | AFTER
     again = run_build(cfg)
     assert _computed(again) == set() and again["llm"]["calls"] == 0 and again["version"] == first["version"]
-    for name, expected in EXPECTED.items():
+    for name in REBUILT:
+        expected = EXPECTED[name]
         path = prompts / f"{name}.toml"
         original = path.read_bytes()
         path.write_bytes(original + b"\n# edited by tests/test_prompt_edits.py\n")
