@@ -25,8 +25,9 @@ from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTr
 
 # 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;
 # 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality;
-# 10: a timbre level; 11: a yes/no or degree question asks about presence, loudness, noise, band and echo
-STAGE_VERSION = "11"
+# 10: a timbre level; 11: a yes/no or degree question asks about presence, loudness, noise, band and echo;
+# 12: rule-written items that could not be written are `from_facts` rejections, not `schema`
+STAGE_VERSION = "12"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
@@ -262,14 +263,19 @@ def run_item_checks(items: ItemSet, s: FilterSection, embed: Embedder | None = N
     return out
 
 
+# the phrase files of rule-written items: a rejection with one of these names says no item follows from the facts
+RULE_FILES = ("absent", "content_captions", "entailment_rules", "qa_rules")
+
+
 def rejection_rows(rejections: Iterable[Rejection]) -> list[QCResult]:
-    """Generations rejected at synthesis appear as failed `schema` checks."""
+    """Generations rejected at synthesis appear as failed `schema` checks (the model's reply failed validation or
+    the audit after its repair); an item the rules could not write from the clip's facts as a failed `from_facts`."""
     return [
         QCResult(
             item_table=r.table,
             item_id=f"{r.clip_id}:{r.prompt_name}:rejected:{i}",
             clip_id=r.clip_id,
-            check="schema",
+            check="from_facts" if r.prompt_name in RULE_FILES else "schema",
             keep=False,
             reason=r.reason,
             score=None,

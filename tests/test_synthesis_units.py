@@ -249,6 +249,8 @@ def test_every_item_gets_verdicts_and_rejections_are_kept():
     assert kept_ids(results) == {"c:short:0"}
     schema_rows = [r for r in results if r.check == "schema"]
     assert len(schema_rows) == 1 and not schema_rows[0].keep and "2 words" in schema_rows[0].reason
+    by_rule = rej[0].model_copy(update={"prompt_name": "qa_rules", "table": "qa", "reason": "no candidate"})
+    assert [r.check for r in run_checks([], [], [by_rule], FilterSection())] == ["from_facts"]
 
 
 def test_prompts_are_versioned_and_hashed():
