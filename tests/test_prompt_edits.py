@@ -71,6 +71,16 @@ def _with_followers(direct: set[str]) -> set[str]:
     return out | AFTER if out else out
 
 
+def _edited(path, then):
+    """`then()` while `path` carries one more comment line (a change no rendered request sees); restored after."""
+    original = path.read_bytes()
+    path.write_bytes(original + b"\n# edited by tests/test_prompt_edits.py\n")
+    try:
+        return then()
+    finally:
+        path.write_bytes(original)
+
+
 def _computed(result) -> set[str]:
     return {stage for stage, n in result["shards"].items() if n["computed"]}
 
@@ -109,13 +119,7 @@ def test_editing_each_file_changes_exactly_its_dependents_keys(project):
     cfg, prompts, _ = project
     before = _stage_shas(cfg)
     for name, expected in EXPECTED.items():
-        path = prompts / f"{name}.toml"
-        original = path.read_bytes()
-        path.write_bytes(original + b"\n# edited by tests/test_prompt_edits.py\n")
-        try:
-            after = _stage_shas(cfg)
-        finally:
-            path.write_bytes(original)
+        after = _edited(prompts / f"{name}.toml", lambda: _stage_shas(cfg))
         assert _with_followers({s for s in before if after[s] != before[s]}) == expected, name
     assert _stage_shas(cfg) == before
 
@@ -127,13 +131,7 @@ def test_editing_a_file_recomputes_exactly_its_dependents(project):
     assert _computed(again) == set() and again["llm"]["calls"] == 0 and again["version"] == first["version"]
     for name in REBUILT:
         expected = EXPECTED[name]
-        path = prompts / f"{name}.toml"
-        original = path.read_bytes()
-        path.write_bytes(original + b"\n# edited by tests/test_prompt_edits.py\n")
-        try:
-            edited = run_build(cfg)
-        finally:
-            path.write_bytes(original)
+        edited = _edited(prompts / f"{name}.toml", lambda: run_build(cfg))
         # The previous file is back as it was, so its shards come from the catalog again; only the version
         # (publish) may differ from the previous build's.
         assert _computed(edited) - {"publish"} == expected - {"publish"}, name
