@@ -47,11 +47,6 @@ def _unwrapped(answer: str) -> str:
     return text[1:-1] if text.startswith("(") and text.endswith(")") else answer
 
 
-def answer_words(answer: str) -> str:
-    """An instruction's expected answer as the audit reads it: plain words, without the Symbol rule's brackets."""
-    return _unwrapped(_answer_words(answer))
-
-
 def _question(instruction: str) -> str:
     """An instruction without the format rule that follows its question: `Answer in JSON with exactly the keys
     "main_sound" and "recording".` quotes key names, not speech, and `Do not use the word "loud"` claims nothing."""
@@ -98,7 +93,7 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
     elif table == "instructions":
         fields = [
             ("instruction", _question(item.instruction), {"inference": True, "need_support": False}),
-            ("answer", answer_words(item.answer), {}),
+            ("answer", _unwrapped(_answer_words(item.answer)), {}),
         ]
     rows: list[ItemClaim] = []
     if table == "entailment":
@@ -120,6 +115,12 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
         if keep and not ok:
             keep, reason = False, f"{field}: {why}"
     return keep, reason, round(min(shares) if shares else 0.0, 4), rows
+
+
+def item_verdict(table: str, item: Any, ev: ClipEvidence, min_confidence: float) -> tuple[bool, str | None]:
+    """The `claim_audit` verdict QC gives one item (keep, reason): what a rule-written item is checked with."""
+    keep, reason, _, _ = _judge_item(table, item, ev, min_confidence)
+    return keep, reason
 
 
 def audit_items(

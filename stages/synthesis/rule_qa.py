@@ -21,7 +21,7 @@ import jinja2
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages import bands
-from earmark.stages.audit import answer_words
+from earmark.stages.audit import item_verdict
 from earmark.stages.claims import asserted, audit, claim_verdict
 from earmark.stages.render import View
 from earmark.stages.synthesis.captions import absent_rows, is_absent, only_silence
@@ -57,18 +57,9 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     short = combined_captions(ev, "short", s)
     facts["short"] = facts["silent"] or pick([c.text for c in short])
     sp = FACTS["speech"](v, words, phrases) or {}
-    n = int(v.num("speakers.count") or 0)
-    facts |= {
-        "gender": sp.get("gender"),
-        "quote": sp.get("quote"),
-        "who": sp.get("who"),
-        "speaks": "speak" if n >= 2 else "speaks",
-    }
     mu = FACTS["music"](v, words, phrases) or {}
-    facts |= {"music_texture": mu.get("texture_noun"), "tempo": mu.get("tempo_word"), "key": mu.get("key")}
+    facts |= {"gender": sp.get("gender"), "quote": sp.get("quote"), "tempo": mu.get("tempo_word")}
     facts["beat"] = mu.get("beat") or None
-    so = FACTS["sound"](v, words, phrases) or {}
-    facts |= {"descriptor": so.get("descriptor"), "sound_when": so.get("when")}
     for band, fact in (
         ("loudness", "levels.lufs"),
         ("noise", "acoustics.snr_db"),
@@ -181,19 +172,19 @@ def rule_instructions(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
             replies = [{"main_sound": main.rstrip("."), "recording": recording.rstrip(".")}] if ok else []
         else:
             replies = [{"answer": t} for t in _text_answers(ev, s, facts, variant)]
-        made = None
+        row = None
         for content in replies:
             try:
                 reply = InstructionReply(reasoning="rule", question=question, confidence=1.0, **content)
-                answer = expected_answer(reply, plan)
+                made = triple(ev, lineage, i, plan, reply, expected_answer(reply, plan), 1.0)
             except ValueError:
                 continue
-            if _true(s, ev, answer_words(answer)):  # as QC reads it: in the rule's case, without its brackets
-                made = (reply, answer)
+            if item_verdict("instructions", made, ev, s.min_confidence)[0]:  # QC's own audit of the item
+                row = made
                 break
-        if made is None:
+        if row is None:
             why = f"{plan['dimension']} rule {plan['rule']} by rule: no answer from the clip's captions meets it"
             out.rejections.append(s.rejection(ev, "instructions", rule, why))
             continue
-        out.rows.append(triple(ev, lineage, i, plan, made[0], made[1], 1.0))
+        out.rows.append(row)
     return out
