@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ def artifact_key(cfg: Config, name: str) -> str:
 
 
 GPU_LIMIT = "gpu"  # the global concurrency limit GPU-using shards hold a slot of
+PROGRESS_INTERVAL_S = 1.0  # a stage's progress artifact is updated at most this often (each update is an API call)
 
 
 def flow_options(cfg: Config, stage: str, runner: TaskRunner | None = None) -> dict[str, Any]:
@@ -211,7 +213,7 @@ def collect(
     item_unit: str = "clips",
 ) -> list[ShardRef]:
     """Wait for a stage's shard tasks (results in submission order). In the UI: a progress artifact
-    `<dataset>-<stage>-progress` moves as each shard finishes, and a table artifact `<dataset>-<stage>-shards`
+    `<dataset>-<stage>-progress` moves as shards finish (at most once per second, and at 100 %), and a table artifact `<dataset>-<stage>-shards`
     lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
     the items kept / rejected, and for a stage that asks an LLM (`llm`) its requests, cache hits and tokens)
     once all are done. On the command line (earmark.progress): shards done / total per stage, and `items`
@@ -227,7 +229,7 @@ def collect(
         per_task[f.task_run_id] = per_task.get(f.task_run_id, 0.0) + n
     progress.report(stage, "shards", planned=len(per_task))
     refs: list[ShardRef | None] = [None] * len(futures)
-    not_run = 0
+    not_run, last_update = 0, time.monotonic()
     for done, fut in enumerate(as_completed(list(futures)), start=1):
         try:
             refs[index[fut.task_run_id]] = fut.result()
@@ -235,7 +237,10 @@ def collect(
             not_run += 1
             continue
         progress.report(stage, "shards", done=1, items=per_task.get(fut.task_run_id, 0.0), item_unit=item_unit)
-        update_progress_artifact(artifact, round(100.0 * done / len(futures), 1))
+        now = time.monotonic()
+        if done == len(futures) or now - last_update >= PROGRESS_INTERVAL_S:  # one API call per second at most
+            update_progress_artifact(artifact, round(100.0 * done / len(futures), 1))
+            last_update = now
     if not_run:
         raise RuntimeError(f"{not_run} {stage} shard task(s) did not run: a task they wait for did not finish")
     out = [r for r in refs if r is not None]

@@ -63,15 +63,52 @@ def file_sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+class _HashingSink:
+    """A file opened for writing that hashes every byte written through it: a shard's sha256 without reading
+    the file back (pyarrow writes through any object with write / tell / flush / close)."""
+
+    closed = False
+
+    def __init__(self, f: Any) -> None:
+        self.f, self.sha256, self.size = f, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.sha256.update(data)
+        self.size += len(data)
+        return self.f.write(data)
+
+    def tell(self) -> int:
+        return self.size
+
+    def writable(self) -> bool:
+        return True
+
+    def flush(self) -> None:
+        self.f.flush()
+
+    def close(self) -> None:  # the caller closes the file after its fsync
+        pass
+
+
+def compression(schema: pa.Schema) -> dict[str, str]:
+    """zstd for every column except binary ones: those hold already-compressed media (the clips' FLAC), which
+    zstd cannot shrink (measured: 52.0 MB either way for a 256-clip shard) and took 3× as long to write."""
+    return {
+        f.name: "none" if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type) else "zstd" for f in schema
+    }
+
+
 def write_shard(path: Path, table: pa.Table) -> ShardFile:
     """Atomically write `table` to `path` (temp → fsync → rename → fsync dir)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb") as f:
+        with open(tmp, "wb") as f:
+            sink = _HashingSink(f)
+            pq.write_table(table, sink, compression=compression(table.schema) or "zstd")
+            f.flush()
             os.fsync(f.fileno())
-        sha = file_sha256(tmp)
+        sha = sink.sha256.hexdigest()
         os.replace(tmp, path)
         _fsync_dir(path.parent)
     finally:
