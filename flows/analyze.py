@@ -12,7 +12,7 @@ from prefect import flow
 
 from earmark.config import Config
 from earmark.experts import build_experts
-from earmark.flows.common import StageResult, clip_counts, collect, flow_options, submit
+from earmark.flows.common import StageResult, clip_counts, collect, flow_options, mark_unregistered, submit
 from earmark.stages import analyze
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef
@@ -23,19 +23,25 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
     """Run every expert of the profile on every clip shard, each after the experts it needs."""
     experts = build_experts(cfg.analyze)
     clips = clip_counts(cfg, [r.key for r in clip_refs])
-    pending = []
+    planned: list[dict[str, ShardJob]] = []
     for i, clip_ref in enumerate(clip_refs):
-        futures, keys = {}, {}
+        jobs: dict[str, ShardJob] = {}
         for name, expert in experts.items():  # build_experts returns dependency order
-            job = ShardJob(
+            jobs[name] = ShardJob(
                 analyze.spec(expert),
                 partial(analyze.run, expert),
                 label=f"shard-{i:04d}",
-                inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}},
+                inputs={"clips": [clip_ref.key], **{n: [jobs[n].plan()[0]] for n in expert.needs}},
                 gpu=expert.uses_gpu,
             )
-            keys[name] = job.plan()[0]
-            futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in expert.needs], retries=1)
+        planned.append(jobs)
+    marked = iter(mark_unregistered(cfg, [job for jobs in planned for job in jobs.values()]))
+    pending = []
+    for jobs in planned:
+        futures = {}
+        for name in jobs:  # the same order: a job's dependencies are submitted before it
+            job = next(marked)
+            futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in experts[name].needs], retries=1)
         pending.append(futures)
     flat = [(i, name, fut) for i, futures in enumerate(pending) for name, fut in futures.items()]
     refs = collect(

@@ -7,7 +7,7 @@ from functools import partial
 from prefect import flow
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, collect, flow_options, open_catalog, submit
+from earmark.flows.common import StageResult, collect, flow_options, mark_unregistered, open_catalog, submit
 from earmark.stages import ingest
 from earmark.stages.base import ShardJob
 
@@ -25,15 +25,16 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
     spec = ingest.spec(cfg.ingest)
     cat = open_catalog(cfg)
     groups, added = ingest.assign_shards(files, root, cat.manifest(), cfg.ingest.files_per_shard)
-    futures = []
-    for shard, group in groups.items():
-        job = ShardJob(
+    jobs = [
+        ShardJob(
             spec,
             partial(ingest.run, group, root, cfg.ingest),
             sources=[ingest.source_identity(f, root, cfg.ingest.allowed_roots) for f in group],
             label=f"shard-{shard:04d}",
         )
-        futures.append(submit(cfg, job, run_id))
+        for shard, group in groups.items()
+    ]
+    futures = [submit(cfg, job, run_id) for job in mark_unregistered(cfg, jobs)]
     results = collect(cfg, "ingest", futures, items=[len(g) for g in groups.values()], item_unit="files")
     cat.extend_manifest(added, run_id)  # only once every new shard is written: a failed run assigns nothing
     return StageResult(results)

@@ -97,6 +97,10 @@ class ShardJob:
     sources: Sequence[str] = ()  # identities that are not shards (ingest: "path:sha256")
     label: str = ""  # shown in task names, e.g. "shard-0003"
     gpu: bool = False  # runs a model on a GPU: holds a slot of the `gpu` limit while it computes (not in the key)
+    # The flow found no catalog row for this key when it planned the stage (one lookup for all its shards), so
+    # the task skips its own lookup. One build holds the dataset's lease, so nobody registers the key meanwhile;
+    # had someone, the shard would be computed again and its rows replaced (Catalog.write_shard). Not in the key.
+    unregistered: bool = False
 
     def plan(self) -> tuple[str, ShardMeta]:
         return self.spec.plan([k for keys in self.inputs.values() for k in keys] + list(self.sources))
@@ -112,7 +116,7 @@ def run_job(
     """The registered shard for the job's key, or compute, write and register it (every stage goes here)."""
     key, meta = job.plan()
     writes = job.spec.writes
-    if cat.has_shard(key, writes):
+    if not job.unregistered and cat.has_shard(key, writes):
         logger.info("%s: shard %s already in the catalog, skipped", job.task_name, key)
         return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True, task=job.task_name)
     t0 = time.perf_counter()

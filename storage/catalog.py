@@ -254,6 +254,13 @@ class Catalog:
         found = {t: p for t, p in rows}
         return all(t in found and inside(self.root, found[t]).exists() for t in tables)
 
+    def registered_keys(self, keys: Sequence[str]) -> set[str]:
+        """Which of these shard keys have any catalog row (one query for a whole stage's plan)."""
+        if not keys:
+            return set()
+        rows = self.query("SELECT DISTINCT key FROM shards WHERE list_contains(?, key)", [sorted(set(keys))])
+        return {k for (k,) in rows}
+
     def shard_rows(self, key: str, tables: Sequence[str]) -> int:
         rows = self.query(
             "SELECT coalesce(sum(rows), 0) FROM shards WHERE key = ? AND list_contains(?, table_name)",
