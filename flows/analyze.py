@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from prefect import flow
+from prefect.futures import PrefectFuture
 
 from earmark.config import Config
 from earmark.experts import build_experts
@@ -23,26 +24,23 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
     """Run every expert of the profile on every clip shard, each after the experts it needs."""
     experts = build_experts(cfg.analyze)
     clips = clip_counts(cfg, [r.key for r in clip_refs])
-    planned: list[dict[str, ShardJob]] = []
+    planned: list[tuple[int, str, ShardJob]] = []
     for i, clip_ref in enumerate(clip_refs):
-        jobs: dict[str, ShardJob] = {}
+        keys: dict[str, str] = {}
         for name, expert in experts.items():  # build_experts returns dependency order
-            jobs[name] = ShardJob(
+            job = ShardJob(
                 analyze.spec(expert),
                 partial(analyze.run, expert),
                 label=f"shard-{i:04d}",
-                inputs={"clips": [clip_ref.key], **{n: [jobs[n].plan()[0]] for n in expert.needs}},
+                inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}},
                 gpu=expert.uses_gpu,
             )
-        planned.append(jobs)
-    marked = iter(mark_unregistered(cfg, [job for jobs in planned for job in jobs.values()]))
-    pending = []
-    for jobs in planned:
-        futures = {}
-        for name in jobs:  # the same order: a job's dependencies are submitted before it
-            job = next(marked)
-            futures[name] = submit(cfg, job, run_id, wait_for=[futures[n] for n in experts[name].needs], retries=1)
-        pending.append(futures)
+            keys[name] = job.plan()[0]
+            planned.append((i, name, job))
+    pending: list[dict[str, PrefectFuture]] = [{} for _ in clip_refs]
+    for (i, name, _), job in zip(planned, mark_unregistered(cfg, [job for _, _, job in planned])):
+        wait_for = [pending[i][n] for n in experts[name].needs]  # submitted before it: dependency order
+        pending[i][name] = submit(cfg, job, run_id, wait_for=wait_for, retries=1)
     flat = [(i, name, fut) for i, futures in enumerate(pending) for name, fut in futures.items()]
     refs = collect(
         cfg,

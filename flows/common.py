@@ -193,8 +193,9 @@ def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
 def mark_unregistered(cfg: Config, jobs: Sequence[ShardJob]) -> list[ShardJob]:
     """The jobs, those whose key has no catalog row flagged `unregistered`: one catalog query for a stage's
     plan instead of one per shard task (each ≈ 16 ms inside a busy run)."""
-    known = open_catalog(cfg).registered_keys([job.plan()[0] for job in jobs])
-    return [job if job.plan()[0] in known else dataclasses.replace(job, unregistered=True) for job in jobs]
+    keys = [job.plan()[0] for job in jobs]
+    known = open_catalog(cfg).registered_keys(keys)
+    return [job if key in known else dataclasses.replace(job, unregistered=True) for job, key in zip(jobs, keys)]
 
 
 def submit(
@@ -221,8 +222,8 @@ def collect(
     item_unit: str = "clips",
 ) -> list[ShardRef]:
     """Wait for a stage's shard tasks (results in submission order). In the UI: a progress artifact
-    `<dataset>-<stage>-progress` moves as shards finish (at most once per second, and at 100 %), and a table artifact `<dataset>-<stage>-shards`
-    lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
+    `<dataset>-<stage>-progress` moves as shards finish (at most once per second, and at 100 %), and a table
+    artifact `<dataset>-<stage>-shards` lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
     the items kept / rejected, and for a stage that asks an LLM (`llm`) its requests, cache hits and tokens)
     once all are done. On the command line (earmark.progress): shards done / total per stage, and `items`
     (per future, e.g. its clips, in `item_unit`) done per second."""
