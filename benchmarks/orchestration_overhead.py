@@ -68,7 +68,9 @@ def prefect_server(home: Path):
         yield url
 
 
-def run_once(inputs: Path, root: Path, runner: str, workers: int, files_per_shard: int) -> dict[str, float]:
+def run_once(
+    inputs: Path, root: Path, runner: str, workers: int, files_per_shard: int, write_behind: bool = True
+) -> dict[str, float]:
     from prefect import flow
 
     from earmark.config import load_config
@@ -89,6 +91,7 @@ def run_once(inputs: Path, root: Path, runner: str, workers: int, files_per_shar
             "run.max_workers": workers,
             "run.dask_workers": workers,
             "ingest.files_per_shard": files_per_shard,
+            "run.write_behind": write_behind,
         },
     )
 
@@ -123,6 +126,14 @@ def main() -> int:
     ap.add_argument("--runners", nargs="+", default=["threads", "dask"], choices=["threads", "dask"])
     ap.add_argument("--files-per-shard", type=int, nargs="+", default=[64], help="ingest shard sizes to try")
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/earmark-overhead"))
+    ap.add_argument(
+        "--write-behind",
+        nargs="+",
+        default=["on"],
+        choices=["on", "off"],
+        help="[run] write_behind settings to try (on off: paired, one after the other per configuration)",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="run every configuration this many times")
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     t = time.perf_counter()
@@ -131,29 +142,34 @@ def main() -> int:
     rows = []
     server = prefect_server(args.work_dir / "prefect-home")
     server.__enter__()
-    for fps in args.files_per_shard:
-        for workers in args.workers:
-            for runner in args.runners:
-                root = args.work_dir / f"data-{runner}-{workers}-{fps}"
-                r = run_once(args.work_dir / "input", root, runner, workers, fps)
-                overhead = (workers * r["wall"] - r["inside"]) / (workers * r["wall"])
-                rows.append((runner, workers, fps, r, overhead))
-                print(f"{runner} × {workers}, {fps} files/shard: {r}", file=sys.stderr)
+    configs = [
+        (runner, workers, fps, wb, rep)
+        for fps in args.files_per_shard
+        for workers in args.workers
+        for runner in args.runners
+        for rep in range(args.repeat)
+        for wb in args.write_behind
+    ]
+    for runner, workers, fps, wb, rep in configs:  # a fresh data root each (an open catalog is cached per path)
+        root = args.work_dir / f"data-{runner}-{workers}-{fps}-{wb}-{rep}"
+        r = run_once(args.work_dir / "input", root, runner, workers, fps, wb == "on")
+        overhead = (workers * r["wall"] - r["inside"]) / (workers * r["wall"])
+        rows.append((runner, workers, fps, wb, r, overhead))
+        print(f"{runner} × {workers}, {fps} files/shard, write-behind {wb}: {r}", file=sys.stderr)
     server.__exit__(None, None, None)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"{args.clips} clips × 10 s; ingest + levels + acoustics\n"
     )
-    stages = list(rows[0][3]["per_stage"]) if rows else []
+    stages = list(rows[0][4]["per_stage"]) if rows else []
     print(
-        "| runner | workers | files / shard | shard tasks | wall (s) | Σ inside stage functions (s) | overhead | "
-        + " | ".join(f"inside {s} (s)" for s in stages)
-        + " |"
+        "| runner | workers | files / shard | write-behind | shard tasks | wall (s) | Σ inside stage functions (s) | "
+        "overhead | " + " | ".join(f"inside {s} (s)" for s in stages) + " |"
     )
-    print("|---" * (7 + len(stages)) + "|")
-    for runner, workers, fps, r, overhead in rows:
+    print("|---" * (8 + len(stages)) + "|")
+    for runner, workers, fps, wb, r, overhead in rows:
         print(
-            f"| {runner} | {workers} | {fps} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
+            f"| {runner} | {workers} | {fps} | {wb} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
             f"{100 * overhead:.1f} % | " + " | ".join(f"{r['per_stage'][s]:.1f}" for s in stages) + " |"
         )
     return 0

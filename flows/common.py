@@ -8,6 +8,10 @@ run is named after the stage and shard (`analyze/asr/shard-0003`). Prefect's own
 A shard of a GPU-using stage (`ShardJob.gpu`) computes inside the Prefect global concurrency limit `gpu`
 (slots = `[run] gpus`, created by `earmark server` / `earmark deploy`), so builds sharing a GPU box queue
 for it. Where no such limit exists (a plain local build) Prefect does not wait: the shard runs at once.
+
+Write-behind (`[run] write_behind`, on by default): a process runs twice as many task threads as it computes
+shards at once (`compute_slots`); a task holds a compute slot (and the GPU slot) only while its stage function
+runs, so one shard's Parquet write, fsync and catalog commit overlap the next shard's computation.
 With `[run] task_runner = "dask"` the tasks (config, shard job) are pickled to Dask worker processes.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -74,8 +79,53 @@ def run_tags(cfg: Config, *extra: str) -> Any:
 
 
 def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
-    """A local Dask cluster of `dask_workers` single-thread processes (models load once per process)."""
-    return {"n_workers": cfg.run.dask_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+    """A local Dask cluster of `dask_workers` processes (models load once per process), each computing one shard
+    at a time: with write-behind a second thread writes the shard before."""
+    threads = 2 if cfg.run.write_behind else 1
+    return {
+        "n_workers": cfg.run.dask_workers,
+        "threads_per_worker": threads,
+        "processes": True,
+        "dashboard_address": ":0",
+    }
+
+
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def compute_slots(cfg: Config) -> int:
+    """How many stage functions this process runs at once: the thread runner's `max_workers` (1 sequential);
+    in a Dask worker half its threads (at least 1), the other half writing finished shards."""
+    if cfg.run.task_runner == "sequential":
+        return 1
+    if cfg.run.task_runner == "dask":
+        try:
+            from distributed import get_worker
+
+            threads = get_worker().state.nthreads
+        except (ImportError, ValueError):  # not inside a Dask worker (a task called from the flow itself)
+            return 1
+        return max(1, threads // 2) if cfg.run.write_behind else threads
+    return cfg.run.max_workers
+
+
+def _compute_semaphore(slots: int) -> threading.BoundedSemaphore:
+    with _SLOTS_LOCK:
+        return _SLOTS.setdefault(slots, threading.BoundedSemaphore(slots))
+
+
+@contextmanager
+def compute_slot(cfg: Config, gpu: bool) -> Iterator[None]:
+    """Held while one shard's stage function runs: one of this process's compute slots, then (GPU-using
+    stages) a slot of the global concurrency limit `gpu`. The local slot comes first, so a task never holds
+    a GPU while it waits for this process's CPU."""
+    with _compute_semaphore(compute_slots(cfg)):
+        if gpu:
+            with concurrency(GPU_LIMIT, occupy=1):
+                yield
+        else:
+            yield
 
 
 def _keep_thread_settings() -> None:
@@ -107,8 +157,9 @@ def task_runner(cfg: Config, address: str | None = None) -> TaskRunner:
         if address or cfg.run.dask_address:
             return DaskTaskRunner(address=address or cfg.run.dask_address)
         return DaskTaskRunner(cluster_kwargs=dask_cluster_kwargs(cfg))
-    workers = 1 if cfg.run.task_runner == "sequential" else cfg.run.max_workers
-    return ThreadPoolTaskRunner(max_workers=workers)
+    if cfg.run.task_runner == "sequential":
+        return ThreadPoolTaskRunner(max_workers=1)
+    return ThreadPoolTaskRunner(max_workers=cfg.run.max_workers * (2 if cfg.run.write_behind else 1))
 
 
 @contextmanager
@@ -184,10 +235,7 @@ def retry_unless_llm_endpoint(task: Any, task_run: Any, state: Any) -> bool:
 )
 def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
     cat, logger = open_catalog(cfg), get_run_logger()
-    if job.gpu and (job.unregistered or not cat.has_shard(job.plan()[0], job.spec.writes)):  # stored: no GPU slot
-        with concurrency(GPU_LIMIT, occupy=1):
-            return run_job(cat, job, run_id, logger)
-    return run_job(cat, job, run_id, logger)
+    return run_job(cat, job, run_id, logger, slot=lambda: compute_slot(cfg, job.gpu))
 
 
 def mark_unregistered(cfg: Config, jobs: Sequence[ShardJob]) -> list[ShardJob]:

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,18 +112,26 @@ class ShardJob:
 
 
 def run_job(
-    cat: Catalog, job: ShardJob, run_id: str | None, logger: logging.Logger | logging.LoggerAdapter = log
+    cat: Catalog,
+    job: ShardJob,
+    run_id: str | None,
+    logger: logging.Logger | logging.LoggerAdapter = log,
+    slot: Callable[[], AbstractContextManager[Any]] = nullcontext,
 ) -> ShardRef:
-    """The registered shard for the job's key, or compute, write and register it (every stage goes here)."""
+    """The registered shard for the job's key, or compute, write and register it (every stage goes here).
+    `slot()` is entered around the stage function alone (reading its inputs and computing), not around the
+    lookup, the write or the registration: the caller's limit on concurrent computation (a compute or GPU
+    slot) is free again while the shard is written."""
     key, meta = job.plan()
     writes = job.spec.writes
     if not job.unregistered and cat.has_shard(key, writes):
         logger.info("%s: shard %s already in the catalog, skipped", job.task_name, key)
         return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True, task=job.task_name)
-    t0 = time.perf_counter()
-    with prompts.only(job.spec.prompt_files), shard_usage() as usage:
-        out = job.fn(Inputs(cat, job.inputs))
-    seconds = time.perf_counter() - t0
+    with slot():  # the seconds inside the stage function leave out the wait for the slot
+        t0 = time.perf_counter()
+        with prompts.only(job.spec.prompt_files), shard_usage() as usage:
+            out = job.fn(Inputs(cat, job.inputs))
+        seconds = time.perf_counter() - t0
     unknown = set(out) - set(writes)
     if unknown:
         raise RuntimeError(f"stage {job.spec.name} returned tables {sorted(unknown)} it does not declare")

@@ -1,0 +1,91 @@
+"""Write-behind (`[run] write_behind`): a shard's Parquet write and catalog registration overlap the next
+shard's stage function, while no more stage functions run at once than the process has compute slots, and a
+shard's task still ends only once its shard is registered."""
+
+from __future__ import annotations
+
+import threading
+import time
+from functools import partial
+
+import pytest
+
+from earmark.config import load_config
+from earmark.storage.catalog import Catalog
+
+WRITE_S = 0.6
+COMPUTE_S = 0.3
+
+
+def _compute(events: list, name: str, inputs) -> dict[str, list]:
+    start = time.monotonic()
+    time.sleep(COMPUTE_S)
+    events.append(("compute", name, start, time.monotonic()))
+    return {"quarantine": []}
+
+
+def _build(tmp_path, write_behind: bool, monkeypatch) -> tuple[list, list]:
+    from prefect import flow
+
+    from earmark.flows.common import open_catalog, submit, task_runner
+    from earmark.stages.base import ShardJob, StageSpec
+
+    cfg = load_config(
+        None,
+        {
+            "dataset": f"wb-{write_behind}",
+            "data_root": str(tmp_path / str(write_behind)),
+            "run.max_workers": 1,
+            "run.write_behind": write_behind,
+        },
+    )
+    events: list = []
+    lock = threading.Lock()
+    write_shard = Catalog.write_shard
+
+    def slow_write(self, key, tables, meta, run_id):  # a slow disk: the write is what write-behind hides
+        start = time.monotonic()
+        time.sleep(WRITE_S)
+        ref = write_shard(self, key, tables, meta, run_id)
+        with lock:
+            events.append(("write", key, start, time.monotonic()))
+        return ref
+
+    monkeypatch.setattr(Catalog, "write_shard", slow_write)
+    spec = StageSpec("test-write-behind", "1", writes=("quarantine",))
+    jobs = [
+        ShardJob(spec, partial(_compute, events, f"job-{i}"), sources=[f"s{i}"], label=f"job-{i}") for i in range(3)
+    ]
+
+    @flow(task_runner=task_runner(cfg))
+    def shards():
+        futures = [submit(cfg, job, None) for job in jobs]
+        done = []
+        for f in futures:
+            ref = f.result()
+            done.append(open_catalog(cfg).has_shard(ref.key, ("quarantine",)))  # registered when its task ended
+        return done
+
+    assert shards() == [True, True, True]
+    computes = sorted((e for e in events if e[0] == "compute"), key=lambda e: e[2])
+    writes = sorted((e for e in events if e[0] == "write"), key=lambda e: e[2])
+    assert len(computes) == 3 and len(writes) == 3
+    return computes, writes
+
+
+def test_a_shard_is_written_while_the_next_one_computes_on_the_one_compute_slot(tmp_path, prefect_harness, monkeypatch):
+    computes, writes = _build(tmp_path, True, monkeypatch)
+    assert all(a[3] <= b[2] for a, b in zip(computes, computes[1:])), computes  # one stage function at a time
+    assert computes[1][2] < writes[0][3], (computes, writes)  # the 2nd computes while the 1st is written
+    # without write-behind the worker computes, writes, and only then takes the next shard
+    computes, writes = _build(tmp_path, False, monkeypatch)
+    assert all(w[3] <= c[2] for w, c in zip(writes, computes[1:])), (computes, writes)
+
+
+@pytest.mark.parametrize(("runner", "write_behind", "slots"), [("threads", True, 3), ("sequential", True, 1)])
+def test_compute_slots_outside_dask_follow_the_config(runner, write_behind, slots):
+    from earmark.flows.common import compute_slots, task_runner
+
+    cfg = load_config(None, {"run.task_runner": runner, "run.max_workers": 3, "run.write_behind": write_behind})
+    assert compute_slots(cfg) == slots
+    assert task_runner(cfg)._max_workers == (6 if runner == "threads" else 1)
