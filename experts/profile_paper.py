@@ -30,12 +30,14 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.speakers import PitchSpeakerAttributesExpert
     from earmark.experts.vad import SileroVADExpert
 
-    root, device, batch = cfg.models_dir, cfg.device, cfg.batch_size
+    root, device, batch, precision = cfg.models_dir, cfg.device, cfg.batch_size, cfg.precision
     out: list[Expert] = [
         LevelsExpert(),
         SileroVADExpert(),
         DNSMOSExpert(),
-        AudioSetTagsExpert(cfg.tagger_model, root, device=device, window_s=cfg.tagger_window_s, batch_size=batch),
+        AudioSetTagsExpert(
+            cfg.tagger_model, root, device=device, window_s=cfg.tagger_window_s, batch_size=batch, precision=precision
+        ),
         TaggerDomainExpert(cfg.tagger_model, threshold=cfg.tag_threshold),
         FasterWhisperPaperExpert(
             cfg.asr_model,
@@ -63,7 +65,7 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
     if any(attributes.values()):
         from earmark.experts.paper.speakers import HFSpeakerAttributesExpert
 
-        out.append(HFSpeakerAttributesExpert(attributes, root, device=device, batch_size=batch))
+        out.append(HFSpeakerAttributesExpert(attributes, root, device=device, batch_size=batch, precision=precision))
     else:
         out.append(PitchSpeakerAttributesExpert())
     from earmark.experts.paper.music import DemucsSeparationExpert, PaperMusicExpert
@@ -73,7 +75,7 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
         if cfg.separation_model
         else HPSSSeparationExpert()
     )
-    out.append(PaperMusicExpert(cfg.music_tagger_model, root, device=device, batch_size=batch))
+    out.append(PaperMusicExpert(cfg.music_tagger_model, root, device=device, batch_size=batch, precision=precision))
     out.append(RoomAcousticsExpert())
     if cfg.nisqa_model:
         from earmark.experts.paper.nisqa import NISQAExpert

@@ -188,6 +188,26 @@ def test_tagger_batches_windows_across_clips(models):
     assert all(isinstance(d, DomainDecision) for d in domains)
 
 
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_lower_precision_is_autocast_around_the_same_weights_and_a_new_shard_key(models, precision):
+    import torch
+
+    clips = [noise_clip("a", 4.0), noise_clip("b", 2.0, 1)]
+    full = AudioSetTagsExpert(TAGGER, models, keep_prob=0.0)
+    low = AudioSetTagsExpert(TAGGER, models, keep_prob=0.0, precision=precision)
+    _, want = full.window_probs(clips)
+    _, got = low.window_probs(clips)
+    for p, q in zip(got, want):  # close to fp32 (bf16 keeps 8 bits of mantissa, fp16 11), and not identical
+        np.testing.assert_allclose(p, q, atol=0.05)
+    assert any(not np.array_equal(p, q) for p, q in zip(got, want))
+    assert "precision" not in full.key_config()  # fp32: the keys shards already have are kept
+    assert low.key_config() == {**full.key_config(), "precision": precision}
+    from earmark.experts.paper.hf import load_classifier
+
+    weights = load_classifier(full.path, "cpu").model.classifier.dense.weight
+    assert weights.dtype == torch.float32  # autocast: the model itself is not converted
+
+
 # ------------------------------------------------------------------------------- speakers
 def test_speaker_attributes_per_diarized_speaker_batched(models):
     from earmark.experts.paper.speakers import HFSpeakerAttributesExpert

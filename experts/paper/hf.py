@@ -19,6 +19,13 @@ import numpy as np
 from earmark.experts.base import SAMPLE_RATE, load_once
 
 Activation = Literal["sigmoid", "softmax", "none"]
+Precision = Literal["fp32", "bf16", "fp16"]
+_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+def precision_config(precision: Precision) -> dict[str, Any]:
+    """What a shard key gains from a lower precision: nothing at fp32 (the keys stay as they were)."""
+    return {} if precision == "fp32" else {"precision": precision}
 
 
 @dataclass(frozen=True)
@@ -75,15 +82,30 @@ def _batches(audios: Sequence[np.ndarray], batch_size: int, masks_padding: bool)
     return out
 
 
-def classify(clf: AudioClassifier, audios: Sequence[np.ndarray], batch_size: int, activation: Activation) -> np.ndarray:
-    """Label probabilities, shape (len(audios), len(clf.labels)), for 16 kHz float32 inputs."""
+def classify(
+    clf: AudioClassifier,
+    audios: Sequence[np.ndarray],
+    batch_size: int,
+    activation: Activation,
+    precision: Precision = "fp32",
+) -> np.ndarray:
+    """Label probabilities, shape (len(audios), len(clf.labels)), for 16 kHz float32 inputs. `precision` bf16 /
+    fp16: the forward pass under torch autocast (weights stay fp32; matmuls and convolutions in the lower
+    precision), the activation in fp32. benchmarks/paper_precision.py measures what it changes."""
+    import contextlib
+
     import torch
 
+    if precision == "fp32":
+        autocast: Any = contextlib.nullcontext()
+    else:
+        device_type = torch.device(clf.device).type
+        autocast = torch.autocast(device_type=device_type, dtype=getattr(torch, _DTYPES[precision]))
     probs = np.zeros((len(audios), len(clf.labels)), dtype=np.float32)
     for idx in _batches(audios, batch_size, clf.masks_padding):
         feats = clf.extractor([audios[i] for i in idx], sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True)
         feats = {k: v.to(clf.device) for k, v in feats.items()}
-        with clf.lock, torch.inference_mode():
+        with clf.lock, torch.inference_mode(), autocast:
             logits = clf.model(**feats).logits.float()
         if activation == "sigmoid":
             logits = torch.sigmoid(logits)

@@ -19,7 +19,7 @@ import numpy as np
 from earmark.experts.audio import amplitude_db, samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.experts.models import require_package, require_weights
-from earmark.experts.paper.hf import classify, default_activation, load_classifier
+from earmark.experts.paper.hf import Precision, classify, default_activation, load_classifier, precision_config
 from earmark.schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel
 
 DEMUCS_HINT = (
@@ -168,11 +168,12 @@ class PaperMusicExpert(Expert):
         top_k: int = 5,
         min_prob: float = 0.1,
         multi_label: bool = True,
+        precision: Precision = "fp32",
     ) -> None:
         from earmark.experts.music import LibrosaMusicExpert
 
         self.analysis = LibrosaMusicExpert()
-        self.tagger_model = tagger_model
+        self.tagger_model, self.precision = tagger_model, precision
         self.path = require_weights("music", tagger_model, models_dir) if tagger_model else None
         self.backend = self.analysis.backend + (f"+tagger:{tagger_model}" if tagger_model else "")
         self.device, self.batch_size, self.top_k, self.min_prob, self.multi_label = (
@@ -189,6 +190,7 @@ class PaperMusicExpert(Expert):
             "top_k": self.top_k,
             "min_prob": self.min_prob,
             "multi_label": self.multi_label,
+            **precision_config(self.precision),
         }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[MusicAnalysis]:
@@ -210,7 +212,7 @@ class PaperMusicExpert(Expert):
     def tag(self, audios: list[np.ndarray]) -> list[list[LabelProb]]:
         assert self.path is not None
         clf = load_classifier(self.path, self.device)
-        probs = classify(clf, audios, self.batch_size, default_activation(clf, self.multi_label))
+        probs = classify(clf, audios, self.batch_size, default_activation(clf, self.multi_label), self.precision)
         out = []
         for row in probs:
             order = np.argsort(-row, kind="stable")[: self.top_k]

@@ -16,7 +16,7 @@ import numpy as np
 from earmark.experts.audio import amplitude_db, samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
 from earmark.experts.models import require_weights
-from earmark.experts.paper.hf import classify, load_classifier
+from earmark.experts.paper.hf import Precision, classify, load_classifier, precision_config
 from earmark.schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
 
 ATTRIBUTES = ("gender", "age_band", "emotion", "accent")
@@ -46,6 +46,7 @@ class HFSpeakerAttributesExpert(Expert):
         max_speaker_s: float = 10.0,
         min_speaker_s: float = 0.5,
         top_k: int = 5,
+        precision: Precision = "fp32",
     ) -> None:
         unknown = set(models) - set(ATTRIBUTES)
         if unknown:
@@ -53,11 +54,16 @@ class HFSpeakerAttributesExpert(Expert):
         self.models = {a: m for a, m in models.items() if m}
         self.paths = {a: require_weights(f"speakers ({a})", m, models_dir) for a, m in self.models.items()}
         self.backend = "hf-audio-classification:" + ",".join(f"{a}={m}" for a, m in sorted(self.models.items()))
-        self.device, self.batch_size = device, batch_size
+        self.device, self.batch_size, self.precision = device, batch_size, precision
         self.max_speaker_s, self.min_speaker_s, self.top_k = max_speaker_s, min_speaker_s, top_k
 
     def key_config(self) -> dict[str, Any]:
-        return {"max_speaker_s": self.max_speaker_s, "min_speaker_s": self.min_speaker_s, "top_k": self.top_k}
+        return {
+            "max_speaker_s": self.max_speaker_s,
+            "min_speaker_s": self.min_speaker_s,
+            "top_k": self.top_k,
+            **precision_config(self.precision),
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
         (diar,) = self.needed(context, clips, "diarization")
@@ -91,7 +97,7 @@ class HFSpeakerAttributesExpert(Expert):
         if not audios:
             return []
         clf = load_classifier(self.paths[attribute], self.device)
-        probs = classify(clf, audios, self.batch_size, "softmax")
+        probs = classify(clf, audios, self.batch_size, "softmax", self.precision)
         out = []
         for row in probs:
             order = np.argsort(-row, kind="stable")[: self.top_k]

@@ -19,7 +19,7 @@ from earmark.experts.audio import samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
 from earmark.experts.models import require_weights
 from earmark.experts.paper.audioset import SILENCE_LABEL, category
-from earmark.experts.paper.hf import classify, default_activation, load_classifier
+from earmark.experts.paper.hf import Precision, classify, default_activation, load_classifier, precision_config
 from earmark.schemas.records import DomainDecision, LabelProb, NamedValue, SoundEvents, WindowTags, domain_code
 
 
@@ -49,8 +49,9 @@ class AudioSetTagsExpert(Expert):
         keep_prob: float = 0.05,
         max_labels: int = 25,
         clip_top_k: int = 10,
+        precision: Precision = "fp32",
     ) -> None:
-        self.model_id = model_id
+        self.model_id, self.precision = model_id, precision
         self.path = require_weights("tags", model_id, models_dir)
         self.backend = f"audioset-tagger:{model_id}"
         self.device, self.window_s, self.min_window_s = device, window_s, min_window_s
@@ -64,6 +65,7 @@ class AudioSetTagsExpert(Expert):
             "keep_prob": self.keep_prob,
             "max_labels": self.max_labels,
             "clip_top_k": self.clip_top_k,
+            **precision_config(self.precision),
         }
 
     def window_probs(self, clips: Sequence[ClipAudio]) -> tuple[tuple[str, ...], list[np.ndarray]]:
@@ -72,7 +74,7 @@ class AudioSetTagsExpert(Expert):
         window = int(round(self.window_s * SAMPLE_RATE))
         per_clip = [_windows(samples_16k(c), window, int(self.min_window_s * SAMPLE_RATE)) for c in clips]
         flat = [w for ws in per_clip for w in ws]
-        probs = classify(clf, flat, self.batch_size, default_activation(clf, multi_label=True))
+        probs = classify(clf, flat, self.batch_size, default_activation(clf, multi_label=True), self.precision)
         bounds = np.cumsum([0] + [len(ws) for ws in per_clip])
         return clf.labels, [probs[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
