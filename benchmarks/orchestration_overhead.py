@@ -82,6 +82,7 @@ def run_once(
     files_per_shard: int,
     write_behind: bool = True,
     alone: bool = True,
+    prefetch: bool = True,
 ) -> dict[str, float]:
     from prefect import flow
 
@@ -109,8 +110,19 @@ def run_once(
 
     import earmark.flows.analyze as flows_analyze
     import earmark.flows.ingest as flows_ingest
+    import earmark.stages.analyze as stages_analyze
     from earmark.stages.base import Inputs
 
+    if runner != "threads" and not prefetch:
+        raise SystemExit("--prefetch off patches the stage in this process: threads only")
+    prefetching = stages_analyze.decoded_batches
+    if not prefetch:  # the analyze stage as before: decode a batch, then analyse it, in one thread
+
+        def decoded_batches(clips, size=stages_analyze.BATCH):
+            for start in range(0, len(clips), size):
+                yield stages_analyze._decode(clips[start : start + size])
+
+        stages_analyze.decoded_batches = decoded_batches
     jobs: list = []  # every shard job submitted, recorded on the flow's side (whichever runner runs it)
     for module in (flows_ingest, flows_analyze):
         module.submit = _recording(module.submit, jobs)
@@ -156,6 +168,7 @@ def run_once(
     try:
         return bench()
     finally:
+        stages_analyze.decoded_batches = prefetching
         for module in (flows_ingest, flows_analyze):
             module.submit = module.submit.__wrapped__
 
@@ -183,6 +196,13 @@ def main() -> int:
         choices=["on", "off"],
         help="[run] write_behind settings to try (on off: paired, one after the other per configuration)",
     )
+    ap.add_argument(
+        "--prefetch",
+        nargs="+",
+        default=["on"],
+        choices=["on", "off"],
+        help="analyze decodes the next batch of clips while the expert runs (off: as before; threads only)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="run every configuration this many times")
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -192,35 +212,38 @@ def main() -> int:
     rows = []
     with prefect_server(args.work_dir / "prefect-home"):  # stopped however the runs end
         configs = [
-            (runner, workers, fps, wb, rep)
+            (runner, workers, fps, wb, pf, rep)
             for fps in args.files_per_shard
             for workers in args.workers
             for runner in args.runners
             for rep in range(args.repeat)
+            for pf in args.prefetch
             for wb in args.write_behind
         ]
-        for runner, workers, fps, wb, rep in configs:  # a fresh data root each (an open catalog is cached per path)
-            root = args.work_dir / f"data-{runner}-{workers}-{fps}-{wb}-{rep}"
-            r = run_once(args.work_dir / "input", root, runner, workers, fps, wb == "on")
+        for runner, workers, fps, wb, pf, rep in configs:  # a fresh data root each (a catalog is cached per path)
+            root = args.work_dir / f"data-{runner}-{workers}-{fps}-{wb}-{pf}-{rep}"
+            r = run_once(args.work_dir / "input", root, runner, workers, fps, wb == "on", prefetch=pf == "on")
+            r["prefetch"] = pf
             overhead = (workers * r["wall"] - r["inside"]) / (workers * r["wall"])
             r["vs_alone"] = (workers * r["wall"] - r["alone"]) / (workers * r["wall"])
             rows.append((runner, workers, fps, wb, r, overhead))
-            print(f"{runner} × {workers}, {fps} files/shard, write-behind {wb}: {r}", file=sys.stderr)
+            print(f"{runner} × {workers}, {fps} files/shard, write-behind {wb}, prefetch {pf}: {r}", file=sys.stderr)
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"{args.clips} clips × 10 s; ingest + levels + acoustics\n"
     )
     stages = list(rows[0][4]["per_stage"]) if rows else []
     print(
-        "| runner | workers | files / shard | write-behind | shard tasks | wall (s) | Σ inside stage functions (s) | "
+        "| runner | workers | files / shard | write-behind | prefetch | shard tasks | wall (s) | "
+        "Σ inside stage functions (s) | "
         "overhead | the stage functions alone (s) | overhead vs alone | "
         + " | ".join(f"inside {s} (s)" for s in stages)
         + " |"
     )
-    print("|---" * (10 + len(stages)) + "|")
+    print("|---" * (11 + len(stages)) + "|")
     for runner, workers, fps, wb, r, overhead in rows:
         print(
-            f"| {runner} | {workers} | {fps} | {wb} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
+            f"| {runner} | {workers} | {fps} | {wb} | {r['prefetch']} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
             f"{100 * overhead:.1f} % | {r['alone']:.1f} | {100 * r['vs_alone']:.1f} % | "
             + " | ".join(f"{r['per_stage'][s]:.1f}" for s in stages)
             + " |"
