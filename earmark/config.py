@@ -217,12 +217,13 @@ class ReviewSection(Section):
 class RunSection(Section):
     """Where shard tasks run. threads: `max_workers` stage functions at once in the flow's process; sequential:
     one at a time; dask: Dask worker processes — the scheduler at `dask_address` (tcp://host:8786), else a local
-    cluster of `dask_workers` processes started for the run, each computing one shard at a time. `gpus`: slots
+    cluster of `dask_workers` single-thread processes started for the run. `gpus`: slots
     of the Prefect global concurrency limit `gpu` that `earmark server` / `earmark deploy` create; every shard of
     a GPU-using expert holds one while its stage function runs. `write_behind`: a shard's file is written and
     registered while the next shard computes (threads: 2 × max_workers task threads, max_workers of them
-    computing; a Dask worker with N threads computes on N // 2 of them); the shard's task still ends only once
-    its shard is registered. Off: a worker computes, then writes, then takes the next shard."""
+    computing; a Dask worker with N ≥ 2 threads computes on N // 2 of them; the local cluster's workers have
+    one thread, so write-behind is off there); the shard's task still ends only once its shard is registered.
+    Off: a worker computes, then writes, then takes the next shard."""
 
     task_runner: Literal["threads", "sequential", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, le=64)

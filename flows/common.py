@@ -79,15 +79,10 @@ def run_tags(cfg: Config, *extra: str) -> Any:
 
 
 def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
-    """A local Dask cluster of `dask_workers` processes (models load once per process), each computing one shard
-    at a time: with write-behind a second thread writes the shard before."""
-    threads = 2 if cfg.run.write_behind else 1
-    return {
-        "n_workers": cfg.run.dask_workers,
-        "threads_per_worker": threads,
-        "processes": True,
-        "dashboard_address": ":0",
-    }
+    """A local Dask cluster of `dask_workers` single-thread processes (models load once per process). Not two
+    threads for write-behind: two tasks starting at once in a fresh worker without a Prefect API URL both
+    started Prefect's ephemeral server, and the run hung (tests/test_lake_concurrency.py)."""
+    return {"n_workers": cfg.run.dask_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
 
 
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
