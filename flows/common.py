@@ -79,10 +79,27 @@ def run_tags(cfg: Config, *extra: str) -> Any:
 
 
 def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
-    """A local Dask cluster of `dask_workers` single-thread processes (models load once per process). Not two
-    threads for write-behind: two tasks starting at once in a fresh worker without a Prefect API URL both
-    started Prefect's ephemeral server, and the run hung (tests/test_lake_concurrency.py)."""
-    return {"n_workers": cfg.run.dask_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": ":0"}
+    """A local Dask cluster of `dask_workers` processes (models load once per process). With write-behind each
+    has two threads, one computing and one writing finished shards (`compute_slots`); `shared_runner` readies
+    Prefect's client on every worker before the first task (`prefect_ready`)."""
+    threads = 2 if cfg.run.write_behind else 1
+    return {
+        "n_workers": cfg.run.dask_workers,
+        "threads_per_worker": threads,
+        "processes": True,
+        "dashboard_address": ":0",
+    }
+
+
+def prefect_ready() -> str:
+    """Run once on every local Dask worker before any task: open a Prefect client, which starts the worker's
+    ephemeral Prefect server when the run has no API URL. Two tasks starting at once in a fresh worker would
+    otherwise both start it, and the run hung (seen in CI with two threads per worker,
+    tests/test_lake_concurrency.py)."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        return str(client.api_url)
 
 
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
@@ -151,7 +168,8 @@ def task_runner(cfg: Config, address: str | None = None) -> TaskRunner:
 
         if address or cfg.run.dask_address:
             return DaskTaskRunner(address=address or cfg.run.dask_address)
-        return DaskTaskRunner(cluster_kwargs=dask_cluster_kwargs(cfg))
+        # A cluster this runner starts itself (a stage flow run on its own) gets no `prefect_ready`: one thread.
+        return DaskTaskRunner(cluster_kwargs={**dask_cluster_kwargs(cfg), "threads_per_worker": 1})
     if cfg.run.task_runner == "sequential":
         return ThreadPoolTaskRunner(max_workers=1)
     return ThreadPoolTaskRunner(max_workers=cfg.run.max_workers * (2 if cfg.run.write_behind else 1))
@@ -180,6 +198,11 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
 
     _keep_thread_settings()
     with LocalCluster(**dask_cluster_kwargs(cfg)) as cluster:
+        if dask_cluster_kwargs(cfg)["threads_per_worker"] > 1:
+            from distributed import Client
+
+            with Client(cluster) as client:
+                client.run(prefect_ready)
         yield task_runner(cfg, cluster.scheduler_address)
 
 
