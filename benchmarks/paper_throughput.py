@@ -7,7 +7,8 @@ Random weights run the same FLOPs as the real ones, except in decoding: a random
 end-of-text, so decoding is capped at `--asr-tokens` new tokens per clip (default 40, about what 10 s
 of real speech needs). Models are built once into `--models-dir` (default /tmp/earmark-bench-models):
 AST-base AudioSet tagger (527 labels, 2 s windows), Whisper large-v3 dims converted to CTranslate2,
-NISQA v2.0 (torchmetrics), DNSMOS (speechmos, the real model), demucs htdemucs only if the `demucs`
+NISQA v2.0 (torchmetrics), DNSMOS (speechmos' real models; batched as the paper profile runs it, and one clip
+at a time as the embedded profile does), demucs htdemucs only if the `demucs`
 package and its weights are present. Audio is noise with a tone; VAD context says every clip has speech,
 so ASR runs on all clips.
 """
@@ -29,7 +30,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from earmark.experts.base import ClipAudio  # noqa: E402
 from earmark.experts.models import model_path  # noqa: E402
 from earmark.experts.paper import random_weights as rw  # noqa: E402
-from earmark.schemas.records import SpeechActivity  # noqa: E402
+from earmark.schemas.records import SpeechActivity, TimeSpan  # noqa: E402
 
 TAGGER = "bench/ast-base-audioset"
 WHISPER = "bench/whisper-large-v3-ct2"
@@ -99,7 +100,7 @@ def main() -> None:
             expert="vad",
             backend="bench",
             expert_version="1",
-            segments=[],
+            segments=[TimeSpan(start_s=0.0, end_s=args.clip_s)],  # all speech: DNSMOS scores every clip
             speech_s=args.clip_s,
             speech_ratio=1.0,
             max_prob=1.0,
@@ -142,7 +143,11 @@ def main() -> None:
     if "dnsmos" in only:
         from earmark.experts.quality import DNSMOSExpert
 
-        rows.append(timed("dnsmos", DNSMOSExpert(), batch, {}, audio_s))
+        # the paper profile's path (windows batched; ONNX Runtime's CUDA provider where installed), and the
+        # embedded profile's (speechmos, one clip at a time) beside it
+        paper = DNSMOSExpert(device=args.device, batch_size=args.batch_size)
+        rows.append(timed("dnsmos", paper, batch, {"vad": vad}, audio_s))
+        rows.append(timed("dnsmos (one clip at a time)", DNSMOSExpert(), batch, {"vad": vad}, audio_s))
     if "nisqa" in only and model_path(NISQA, args.models_dir).exists():
         from earmark.experts.paper.nisqa import NISQAExpert
 

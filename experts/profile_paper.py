@@ -34,7 +34,7 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
     out: list[Expert] = [
         LevelsExpert(),
         SileroVADExpert(),
-        DNSMOSExpert(),
+        DNSMOSExpert(device=device, batch_size=batch),
         AudioSetTagsExpert(
             cfg.tagger_model, root, device=device, window_s=cfg.tagger_window_s, batch_size=batch, precision=precision
         ),

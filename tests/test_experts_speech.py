@@ -151,6 +151,34 @@ def test_dnsmos_prefers_clean_speech_and_scores_only_speech(clips: dict[str, Cli
     assert tone.ovrl_mos is None and tone.bak_mos is None and "VAD speech" in tone.skipped_reason
 
 
+def test_dnsmos_batched_matches_one_clip_at_a_time(clips: dict[str, ClipAudio], vad_records, caplog) -> None:
+    """The paper profile's path (windows of many clips per ONNX call; the CUDA provider where a worker has
+    it) gives speechmos' scores: same graphs, features and polynomials, only batched. A clip longer than one
+    window has several (speechmos' 1 s hops), and they are averaged per clip as speechmos does."""
+    from earmark.experts.quality import BatchedDNSMOS, _load_dnsmos
+
+    vad = {**vad_records, "noisy_speech": vad_records["speech"].model_copy(update={"clip_id": "noisy_speech"})}
+    picked = [clips["speech"], clips["noisy_speech"], clips["sine"], clips["short"]]
+    one = DNSMOSExpert().analyze(picked, {"vad": vad})
+    with caplog.at_level("WARNING"):
+        batched = DNSMOSExpert(device="cuda", batch_size=3).analyze(picked, {"vad": vad})
+    if "CUDAExecutionProvider" not in __import__("onnxruntime").get_available_providers():
+        assert "no CUDA provider" in caplog.text  # asked for the GPU, told why it scores on the CPU
+    for a, b in zip(one, batched, strict=True):
+        assert (a.clip_id, a.speech_s, a.skipped_reason) == (b.clip_id, b.speech_s, b.skipped_reason)
+        for k in ("ovrl_mos", "sig_mos", "bak_mos", "p808_mos"):
+            x, y = getattr(a, k), getattr(b, k)
+            assert (x is None and y is None) or abs(x - y) <= 1.5e-4, (a.clip_id, k, x, y)  # 4 decimals kept
+    assert one[0].ovrl_mos is not None and one[2].ovrl_mos is None  # speech scored, the tone not
+    # 12.5 s of audio: 4 windows, scored in batches of 3 (across the clip boundary) against speechmos' own loop
+    joined = np.concatenate([clips["speech"].samples, clips["noisy_speech"].samples])
+    long = np.clip(np.resize(joined, int(12.5 * SAMPLE_RATE)), -1, 1)
+    reference = _load_dnsmos()(long.astype(np.float32), SAMPLE_RATE, False)
+    (got,) = BatchedDNSMOS("cpu")([long], batch_size=3)
+    for k in ("ovrl_mos", "sig_mos", "bak_mos", "p808_mos"):
+        assert abs(float(reference[k]) - got[k]) <= 1e-5, (k, reference[k], got[k])
+
+
 # ----------------------------------------------------------------------------------------- robustness
 def test_short_silent_and_empty_clips_do_not_crash(clips: dict[str, ClipAudio], vad_records: dict) -> None:
     edge = [clips["short"], clips["zeros"], clips["empty"]]
