@@ -364,6 +364,24 @@ def test_nisqa_scores_five_dimensions_batched(tmp_path):
     assert len({getattr(recs[0], d) for d in DIMENSIONS}) == 5  # five heads, five different outputs
 
 
+def test_nisqa_forward_with_device_masks_is_torchmetrics_forward(tmp_path):
+    """The expert's forward (masks built on the model's device, so it runs on CUDA) computes what torchmetrics'
+    forward computes, padded batch included; and the configured device is kept, not forced to the CPU."""
+    pytest.importorskip("torchmetrics")  # in the core venv (and the paper lock)
+    import torch
+
+    from earmark.experts.paper.nisqa import NISQAExpert, _load, forward, random_checkpoint
+
+    random_checkpoint(tmp_path / "nisqa.tar")
+    model, args = _load(str(tmp_path / "nisqa.tar"), "cpu")
+    torch.manual_seed(0)
+    x = torch.randn(3, 40, args["ms_n_mels"], args["ms_seg_length"])
+    n_wins = torch.tensor([40, 17, 5])
+    with torch.inference_mode():
+        assert torch.equal(forward(model, x, n_wins), model(x, n_wins))
+    assert NISQAExpert("nisqa.tar", tmp_path, device="cuda").device == "cuda"
+
+
 # ------------------------------------------------------------------------------- description
 class _ChatHandler(BaseHTTPRequestHandler):
     def log_message(self, *args) -> None:

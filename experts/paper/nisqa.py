@@ -5,7 +5,9 @@ a local checkpoint (`nisqa.tar` of github.com/gabrielmittag/NISQA) instead of to
 As NISQA's reference code does, audio is resampled to the checkpoint's `ms_sr` (48 kHz) before its mel
 spectrogram; torchmetrics' helper would use the input rate as is. Clips of a call are scored as one batch:
 each clip's mel segments are padded to the model's maximum and the model masks by each clip's length.
-It runs on the CPU whatever device is configured: the port cannot run on CUDA (see NISQAExpert).
+torchmetrics' `forward` builds those masks on the CPU (`torch.arange` without a device), so on CUDA it stops
+with a device mismatch; `forward` here is the same computation with the masks built on the model's device
+(`tests/test_experts_paper.py` holds it equal to torchmetrics' on the CPU).
 """
 
 from __future__ import annotations
@@ -77,6 +79,33 @@ def random_checkpoint(path: Any, seed: int = 0, **overrides: Any) -> None:
     torch.save({"args": args, "model_state_dict": model.state_dict()}, path)
 
 
+def forward(model: Any, x: Any, n_wins: Any) -> Any:
+    """torchmetrics' `_NISQADIM.forward` (NISQA, MIT licence, (c) 2021 Gabriel Mittag) with its padding masks on
+    the model's device: `x` on that device, `n_wins` on the CPU (packing needs CPU lengths)."""
+    import torch
+    from torch.nn.functional import softmax
+
+    x = model.cnn(x, n_wins)
+    lengths = n_wins.to(x.device)
+    attention = model.time_dependency.model
+    out = attention.norm1(attention.linear(x).transpose(1, 0))
+    for layer in attention.layers:
+        mask = torch.arange(out.shape[0], device=out.device)[None, :] < lengths[:, None]
+        out2 = layer.self_attn(out, out, out, key_padding_mask=~mask)[0]
+        out = layer.norm1(out + layer.dropout1(out2))
+        out2 = layer.linear2(layer.dropout(layer.activation(layer.linear1(out))))
+        out = layer.norm2(out + layer.dropout2(out2))
+    x = out.transpose(1, 0)
+    heads = []
+    for pool in model.pool_layers:
+        head = pool.model
+        att = head.linear2(head.dropout(head.activation(head.linear1(x)))).transpose(2, 1)
+        mask = torch.arange(att.shape[2], device=att.device)[None, :] < lengths[:, None]
+        att[~mask.unsqueeze(1)] = float("-inf")
+        heads.append(head.linear3(torch.bmm(softmax(att, dim=2), x).squeeze(1)))
+    return torch.cat(heads, dim=1)
+
+
 class NISQAExpert(Expert):
     name, version, record = "nisqa", "1", NISQAScores
 
@@ -84,9 +113,7 @@ class NISQAExpert(Expert):
         require_package("nisqa", "torchmetrics", "install it with `pip install torchmetrics librosa`")
         self.path = require_weights("nisqa", checkpoint, models_dir, files=(), hint=NISQA_HINT)
         self.backend = f"nisqa-v2.0:torchmetrics:{checkpoint}"
-        # torchmetrics' port builds its padding masks with torch.arange on the CPU (no device argument), so the
-        # model cannot run on CUDA; on the CPU it scores ~95x real time on 2 cores (docs/benchmarks.md).
-        self.device, self.batch_size = "cpu", batch_size
+        self.device, self.batch_size = device, batch_size
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[NISQAScores]:
         scores: list[np.ndarray] = []
@@ -114,5 +141,5 @@ class NISQAExpert(Expert):
             segments.append(x[0])
             n_wins.append(int(n))
         with torch.inference_mode():
-            out = model(torch.stack(segments).to(self.device), torch.tensor(n_wins))
+            out = forward(model, torch.stack(segments).to(self.device), torch.tensor(n_wins))
         return out.float().cpu().numpy()
