@@ -156,7 +156,7 @@ def main() -> None:
                 "nisqa",
                 NISQAExpert(NISQA, args.models_dir, device=args.device, batch_size=args.batch_size),
                 batch,
-                {},
+                {"vad": vad},
                 audio_s,
             )
         )

@@ -262,13 +262,16 @@ class RoomAcoustics(ExpertRecord):
 
 
 class NISQAScores(ExpertRecord):
-    """Table `nisqa` (paper profile): NISQA MOS and its four dimensions, 1–5."""
+    """Table `nisqa` (paper profile): NISQA MOS and its four dimensions, 1–5, of the clip's speech only (None
+    without enough speech, with the reason)."""
 
-    mos: float
-    noisiness: float
-    discontinuity: float
-    coloration: float
-    loudness: float
+    mos: float | None
+    noisiness: float | None
+    discontinuity: float | None
+    coloration: float | None
+    loudness: float | None
+    speech_s: float | None = None  # seconds of VAD speech scored (None in shards from before speech-only)
+    skipped_reason: str | None = None
 
 
 class AudioDescription(ExpertRecord):

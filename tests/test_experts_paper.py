@@ -32,6 +32,7 @@ from earmark.schemas.records import (
     SoundEvents,
     SpeakerTurn,
     SpeechActivity,
+    TimeSpan,
     WindowTags,
 )
 
@@ -356,12 +357,34 @@ def test_nisqa_scores_five_dimensions_batched(tmp_path):
     from earmark.experts.paper.nisqa import random_checkpoint
 
     random_checkpoint(tmp_path / "nisqa.tar")
-    clips = [noise_clip("a", 3.0), noise_clip("b", 10.0, 1), noise_clip("c", 0.1, 2)]
-    recs = NISQAExpert("nisqa.tar", tmp_path, batch_size=8).analyze(clips, {})
-    one = NISQAExpert("nisqa.tar", tmp_path, batch_size=1).analyze(clips, {})
-    for r, q in zip(recs, one):  # padded segments are masked: the batch gives the one-at-a-time scores
+    clips = [noise_clip("a", 3.0), noise_clip("b", 10.0, 1), noise_clip("c", 1.5, 2), noise_clip("d", 4.0, 3)]
+    spans = {"a": [(0.0, 3.0)], "b": [(0.0, 10.0)], "c": [(0.0, 1.5)], "d": [(1.0, 1.4)]}  # d: 0.5 s of speech
+    vad = {
+        c.clip_id: activity(c.clip_id, 0.0).model_copy(
+            update={"segments": [TimeSpan(start_s=a, end_s=b) for a, b in spans[c.clip_id]]}
+        )
+        for c in clips
+    }
+    recs = NISQAExpert("nisqa.tar", tmp_path, batch_size=8).analyze(clips, {"vad": vad})
+    one = NISQAExpert("nisqa.tar", tmp_path, batch_size=1).analyze(clips, {"vad": vad})
+    for r, q in zip(recs[:3], one[:3]):  # padded segments are masked: the batch gives the one-at-a-time scores
         assert [getattr(r, d) for d in DIMENSIONS] == pytest.approx([getattr(q, d) for d in DIMENSIONS], abs=2e-4)
+        assert r.skipped_reason is None and r.speech_s > 1.0
     assert len({getattr(recs[0], d) for d in DIMENSIONS}) == 5  # five heads, five different outputs
+    # too little speech: no score at all (not a "poor" one), and the reason
+    assert all(getattr(recs[3], d) is None for d in DIMENSIONS) and "VAD speech" in recs[3].skipped_reason
+    assert recs[3].speech_s == pytest.approx(0.5)
+    # only the speech is scored: 2 s of speech inside 4 s of loud noise scores as that speech alone (with the
+    # VAD's 0.05 s of padding on each side), not as the whole clip
+    speech, pad = noise_clip("e", 2.0, 4).samples, int(0.05 * SR)
+    loud = (0.8 * np.random.default_rng(5).standard_normal(SR)).astype(np.float32)
+    alone = ClipAudio("e", np.concatenate([loud[SR - pad :], speech, loud[:pad]]))
+    inside = ClipAudio("f", np.concatenate([loud, speech, loud]))
+    around = {"e": [TimeSpan(start_s=0.0, end_s=alone.duration_s)], "f": [TimeSpan(start_s=1.0, end_s=3.0)]}
+    vad2 = {k: activity(k, 2.0).model_copy(update={"segments": v}) for k, v in around.items()}
+    e, f = NISQAExpert("nisqa.tar", tmp_path, batch_size=1).analyze([alone, inside], {"vad": vad2})
+    assert [getattr(e, d) for d in DIMENSIONS] == pytest.approx([getattr(f, d) for d in DIMENSIONS], abs=1e-4)
+    assert f.speech_s == pytest.approx(2.1)
 
 
 def test_nisqa_forward_with_device_masks_is_torchmetrics_forward(tmp_path):

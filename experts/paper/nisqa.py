@@ -3,7 +3,8 @@
 The model is torchmetrics' port of NISQA (`torchmetrics.functional.audio.nisqa`, pure torch), loaded from
 a local checkpoint (`nisqa.tar` of github.com/gabrielmittag/NISQA) instead of torchmetrics' download.
 As NISQA's reference code does, audio is resampled to the checkpoint's `ms_sr` (48 kHz) before its mel
-spectrogram; torchmetrics' helper would use the input rate as is. Clips of a call are scored as one batch:
+spectrogram; torchmetrics' helper would use the input rate as is. Only the clip's VAD speech is scored (as
+for DNSMOS); a clip with less than `min_speech_s` of it gets no score, with the reason. Clips of a call are scored as one batch:
 each clip's mel segments are padded to the model's maximum and the model masks by each clip's length.
 torchmetrics' `forward` builds those masks on the CPU (`torch.arange` without a device), so on CUDA it stops
 with a device mismatch; `forward` here is the same computation with the masks built on the model's device
@@ -17,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from earmark.experts.audio import samples_16k
+from earmark.experts.audio import samples_16k, speech_only
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.experts.models import require_package, require_weights
+from earmark.experts.quality import NO_SPEECH
 from earmark.schemas.records import NISQAScores
 
 NISQA_HINT = (
@@ -107,21 +109,46 @@ def forward(model: Any, x: Any, n_wins: Any) -> Any:
 
 
 class NISQAExpert(Expert):
-    name, version, record = "nisqa", "1", NISQAScores
+    """NISQA scores a clip's VAD speech only, joined (as DNSMOS does): on music or a door slam its "poor
+    speech quality" would not be a fact about the recording. Less than `min_speech_s` of speech: no score."""
 
-    def __init__(self, checkpoint: str, models_dir: Any = None, *, device: str = "cpu", batch_size: int = 16) -> None:
+    name, version, record, needs = "nisqa", "2", NISQAScores, ("vad",)
+
+    def __init__(
+        self,
+        checkpoint: str,
+        models_dir: Any = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 16,
+        min_speech_s: float = 1.0,
+    ) -> None:
         require_package("nisqa", "torchmetrics", "install it with `pip install torchmetrics librosa`")
         self.path = require_weights("nisqa", checkpoint, models_dir, files=(), hint=NISQA_HINT)
         self.backend = f"nisqa-v2.0:torchmetrics:{checkpoint}"
-        self.device, self.batch_size = device, batch_size
+        self.device, self.batch_size, self.min_speech_s = device, batch_size, min_speech_s
+
+    def key_config(self) -> dict[str, Any]:
+        return {"min_speech_s": self.min_speech_s, "speech_only": True}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[NISQAScores]:
-        scores: list[np.ndarray] = []
-        for s in range(0, len(clips), self.batch_size):
-            scores.extend(self.score([samples_16k(c) for c in clips[s : s + self.batch_size]]))
+        (vad,) = self.needed(context, clips, "vad")
+        speech = [speech_only(samples_16k(c), vad[c.clip_id].segments) for c in clips]
+        seconds = [round(a.size / SAMPLE_RATE, 3) for a in speech]
+        scored = [i for i, s in enumerate(seconds) if s >= self.min_speech_s]
+        rows: dict[int, np.ndarray] = {}
+        for s in range(0, len(scored), self.batch_size):
+            part = scored[s : s + self.batch_size]
+            rows.update(zip(part, self.score([speech[i] for i in part])))
+        none = dict.fromkeys(DIMENSIONS)
         return [
-            NISQAScores(**self.lineage(c.clip_id), **{k: round(float(v), 4) for k, v in zip(DIMENSIONS, row)})
-            for c, row in zip(clips, scores)
+            NISQAScores(
+                **self.lineage(c.clip_id),
+                **({k: round(float(v), 4) for k, v in zip(DIMENSIONS, rows[i])} if i in rows else none),
+                speech_s=seconds[i],
+                skipped_reason=None if i in rows else NO_SPEECH.format(s=self.min_speech_s),
+            )
+            for i, c in enumerate(clips)
         ]
 
     def score(self, audios: list[np.ndarray]) -> np.ndarray:

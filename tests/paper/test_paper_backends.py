@@ -22,7 +22,7 @@ from earmark.experts import build_experts
 from earmark.experts.base import ClipAudio
 from earmark.experts.models import MissingWeights
 from earmark.experts.paper import random_weights as rw
-from earmark.schemas.records import SoundEvents
+from earmark.schemas.records import SoundEvents, TimeSpan
 from tests.test_experts_offline import _domain
 from tests.test_experts_paper import (
     EMOTION,
@@ -190,7 +190,13 @@ def test_nisqa_on_device(paper_models, device):
     clips = [noise_clip("a", 3.0), tone("b", 2.0)]
     expert = NISQAExpert("nisqa/nisqa.tar", paper_models, device=device)
     assert expert.device == device  # masks built on the model's device (nisqa.forward): CUDA works too
-    recs = expert.analyze(clips, {})
+    vad = {
+        c.clip_id: activity(c.clip_id, c.duration_s).model_copy(
+            update={"segments": [TimeSpan(start_s=0.0, end_s=c.duration_s)]}
+        )
+        for c in clips
+    }
+    recs = expert.analyze(clips, {"vad": vad})
     assert all(np.isfinite([getattr(r, d) for d in DIMENSIONS]).all() for r in recs)
 
 
