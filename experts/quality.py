@@ -30,6 +30,8 @@ from earmark.experts.audio import samples_16k, speech_only
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.schemas.records import SpeechActivity, SpeechQuality
 
+log = logging.getLogger(__name__)
+
 
 def _models() -> Path:
     import speechmos
@@ -116,7 +118,6 @@ class BatchedDNSMOS:
         return [{name: float(np.mean(v[index == i])) for name, v in scores.items()} for i in range(len(audios))]
 
 
-log = logging.getLogger(__name__)
 NO_SPEECH = "less than {s:g} s of VAD speech: speech quality is not defined"
 
 
