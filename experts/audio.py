@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,3 +44,13 @@ def speech_only(x: np.ndarray, segments: Sequence[object], pad_s: float = 0.05) 
     parts = [x[max(0, int(s.start_s * SAMPLE_RATE) - pad) : int(s.end_s * SAMPLE_RATE) + pad] for s in segments]
     parts = [p for p in parts if p.size]
     return np.concatenate(parts).astype(np.float32, copy=False) if parts else np.zeros(0, np.float32)
+
+
+def speech_to_score(
+    clips: Sequence[ClipAudio], vad: Mapping[str, Any], min_speech_s: float
+) -> tuple[list[np.ndarray], list[float], list[int]]:
+    """For the speech-quality experts: each clip's VAD speech (`speech_only`), its seconds (3 decimals), and the
+    indices of the clips with at least `min_speech_s` of it (the others get no score)."""
+    speech = [speech_only(samples_16k(c), vad[c.clip_id].segments) for c in clips]
+    seconds = [round(a.size / SAMPLE_RATE, 3) for a in speech]
+    return speech, seconds, [i for i, s in enumerate(seconds) if s >= min_speech_s]

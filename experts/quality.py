@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from earmark.experts.audio import samples_16k, speech_only
+from earmark.experts.audio import samples_16k, speech_only, speech_to_score
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.schemas.records import SpeechActivity, SpeechQuality
 
@@ -157,9 +157,7 @@ class DNSMOSExpert(Expert):
         )
 
     def _batched(self, clips: Sequence[ClipAudio], vad: Any) -> list[SpeechQuality]:
-        speech = [speech_only(samples_16k(clip), vad[clip.clip_id].segments) for clip in clips]
-        seconds = [round(a.size / SAMPLE_RATE, 3) for a in speech]
-        scored = [i for i, s in enumerate(seconds) if s >= self.min_speech_s]
+        speech, seconds, scored = speech_to_score(clips, vad, self.min_speech_s)
         dnsmos = load_once(f"dnsmos-batched:{self.device}", lambda: BatchedDNSMOS(self.device))
         scores = dict(zip(scored, dnsmos([speech[i] for i in scored], self.batch_size)))
         return [

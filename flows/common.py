@@ -197,8 +197,9 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
     from distributed import LocalCluster
 
     _keep_thread_settings()
-    with LocalCluster(**dask_cluster_kwargs(cfg)) as cluster:
-        if dask_cluster_kwargs(cfg)["threads_per_worker"] > 1:
+    kwargs = dask_cluster_kwargs(cfg)
+    with LocalCluster(**kwargs) as cluster:
+        if kwargs["threads_per_worker"] > 1:
             from distributed import Client
 
             with Client(cluster) as client:

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from earmark.experts.audio import samples_16k, speech_only
+from earmark.experts.audio import speech_to_score
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.experts.models import require_package, require_weights
 from earmark.experts.quality import NO_SPEECH
@@ -133,9 +133,7 @@ class NISQAExpert(Expert):
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[NISQAScores]:
         (vad,) = self.needed(context, clips, "vad")
-        speech = [speech_only(samples_16k(c), vad[c.clip_id].segments) for c in clips]
-        seconds = [round(a.size / SAMPLE_RATE, 3) for a in speech]
-        scored = [i for i, s in enumerate(seconds) if s >= self.min_speech_s]
+        speech, seconds, scored = speech_to_score(clips, vad, self.min_speech_s)
         rows: dict[int, np.ndarray] = {}
         for s in range(0, len(scored), self.batch_size):
             part = scored[s : s + self.batch_size]
