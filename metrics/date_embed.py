@@ -10,13 +10,17 @@ fast pass differs from upstream by rounding only (≈1e-7), far inside the 1e-4 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import torch
 
 from earmark.metrics.date_weights import token_weights
+
+logger = logging.getLogger(__name__)
 
 UPSTREAM_BATCH = 32  # mecat's scorer default: sentences per forward pass
 
@@ -44,11 +48,77 @@ class Corpus:
 
 
 def tokenize(model, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Token ids padded to the longest sentence (as upstream's two-pass padding), and token type ids."""
+    """Token ids padded to the longest sentence (as upstream's two-pass padding), and token type ids.
+
+    The library's own path (`model.preprocess`, what upstream's deprecated `tokenize` became) builds Python
+    lists per sentence and spends ~10x the Rust tokenizer's time converting them (50 of 61 s of a GPU
+    run's encoding, docs/benchmarks.md). So each distinct sentence is encoded once by the model's Rust
+    tokenizer (`encode_batch`, all cores), and the result is checked against the library's path on a probe
+    (the corpus' longest sentences and a spread of others): any difference and the library's path is used."""
+    texts = list(texts)
+    fast = _rust_tokenize(model, texts)
+    if fast is not None:
+        probe = _probe(texts)
+        ids, token_type_ids = _library_tokenize(model, [texts[i] for i in probe])
+        if _same_rows(fast, probe, ids, token_type_ids):
+            return fast[0], None if token_type_ids is None else fast[1]
+        logger.warning("the Rust tokenizer's ids differ from the library's on %s: using the library's path", model)
+    return _library_tokenize(model, texts)
+
+
+PROBE_ROWS = 256
+
+
+def _probe(texts: list[str]) -> list[int]:
+    longest = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)[: PROBE_ROWS // 2]
+    spread = range(0, len(texts), max(1, len(texts) // (PROBE_ROWS // 2)))
+    return sorted(set(longest) | set(spread))
+
+
+def _library_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None]:
     # preprocess == the deprecated tokenize upstream calls (strip, truncate to max_seq_length, pad).
     fn = getattr(model, "preprocess", None) or model.tokenize
-    feats = fn(list(texts))
+    feats = fn(texts)
     return feats["input_ids"], feats.get("token_type_ids")
+
+
+def _rust_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
+    """The same ids through the Rust tokenizer, each distinct text once; None where the model has none."""
+    tok = getattr(model[0], "tokenizer", None)
+    backend = getattr(tok, "backend_tokenizer", None)
+    if backend is None or not texts or tok.padding_side != "right":
+        return None
+    from tokenizers import Tokenizer
+
+    rust = Tokenizer.from_str(backend.to_str())  # a copy: the model's own tokenizer keeps its settings
+    rust.no_padding()
+    limit = min(int(getattr(model, "max_seq_length", None) or tok.model_max_length), int(tok.model_max_length))
+    rust.enable_truncation(max_length=limit, strategy="longest_first")
+    unique, index = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+    encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
+    encodings = encode([str(t).strip() for t in unique])
+    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
+    width = int(lengths.max())
+    filled = np.arange(width)[None, :] < lengths[:, None]
+    ids = np.full((len(unique), width), tok.pad_token_id or 0, dtype=np.int64)
+    ids[filled] = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum()))
+    types = np.zeros((len(unique), width), dtype=np.int64)
+    types[filled] = np.fromiter(
+        chain.from_iterable(e.type_ids for e in encodings), dtype=np.int64, count=int(lengths.sum())
+    )
+    index = torch.as_tensor(index.reshape(-1))
+    return torch.from_numpy(ids)[index], torch.from_numpy(types)[index]
+
+
+def _same_rows(fast, probe: list[int], ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> bool:
+    fast_ids, fast_types = fast
+    width = ids.shape[1]
+    rows = torch.as_tensor(probe)
+    if width > fast_ids.shape[1] or not torch.equal(fast_ids[rows, :width], ids.long()):
+        return False
+    if bool((fast_ids[rows, width:] != 0).any()):
+        return False
+    return token_type_ids is None or torch.equal(fast_types[rows, :width], token_type_ids.long())
 
 
 def word_table(model) -> torch.nn.Module:
@@ -100,28 +170,97 @@ def exact_rows(model, corpus: Corpus, rows: Sequence[int], device: torch.device)
     A row's result depends on its own tokens and weights and on the batch's shape, not on the other rows of
     its batch (every kernel works row by row or sequence by sequence; only the shape picks the kernel). So
     rows of upstream's full batches are packed 32 at a time at the corpus' full width, each distinct
-    sentence once, and rows of its last, shorter batch are computed in that batch."""
+    sentence once, and rows of its last, shorter batch are computed in that batch. One exception: where an
+    upstream batch holds no padding at all, transformers drops the attention mask and SDPA may pick another
+    kernel, so rows of such a batch are computed in that very batch. On a GPU the packed batches replay one
+    CUDA graph (the same kernels as eager, without the ~100 Python-side launches per pass; checked bitwise
+    against eager on the first batch, else eager)."""
     n = len(corpus.ids)
     full = n // UPSTREAM_BATCH * UPSTREAM_BATCH
-    key = {int(r): corpus.ids[r].numpy().tobytes() + corpus.weights[r].numpy().tobytes() for r in rows if r < full}
+    own_batch = _unpadded_batches(corpus, full)
+    key = {
+        int(r): corpus.ids[r].numpy().tobytes() + corpus.weights[r].numpy().tobytes()
+        for r in rows
+        if r < full and r // UPSTREAM_BATCH not in own_batch
+    }
     distinct: dict[bytes, int] = {}
     for r, k in key.items():
         distinct.setdefault(k, r)
     packed = list(distinct.values())
     out: dict[int, torch.Tensor] = {}
     with torch.no_grad():
+        run = _GraphedForward.build(model, corpus, device, packed[:UPSTREAM_BATCH]) if packed else None
         for i in range(0, len(packed), UPSTREAM_BATCH):
             batch = packed[i : i + UPSTREAM_BATCH]
             index = torch.as_tensor(batch + [batch[0]] * (UPSTREAM_BATCH - len(batch)))  # the shape is upstream's
-            out.update(zip(batch, _exact_batch(model, corpus, index, device)))
+            out.update(zip(batch, run(index) if run else _exact_batch(model, corpus, index, device)))
+        for b in sorted({int(r) // UPSTREAM_BATCH for r in rows if r < full} & own_batch):
+            span = range(b * UPSTREAM_BATCH, (b + 1) * UPSTREAM_BATCH)
+            out.update(zip(span, _exact_batch(model, corpus, torch.as_tensor(span), device)))
         if any(r >= full for r in rows):
             out.update(zip(range(full, n), _exact_batch(model, corpus, torch.arange(full, n), device)))
-    return {int(r): out[distinct[key[int(r)]]] if r < full else out[int(r)] for r in rows}
+    return {int(r): out[distinct[key[int(r)]]] if int(r) in key else out[int(r)] for r in rows}
+
+
+def _unpadded_batches(corpus: Corpus, full: int) -> set[int]:
+    """Upstream batches (of the `full` rows) without a single padding position."""
+    if full == 0:
+        return set()
+    dense = (corpus.ids[:full] != 0).reshape(full // UPSTREAM_BATCH, -1).all(dim=1)
+    return {int(b) for b in dense.nonzero().flatten()}
 
 
 def _exact_batch(model, corpus: Corpus, index: torch.Tensor, device: torch.device) -> torch.Tensor:
     tt = None if corpus.token_type_ids is None else corpus.token_type_ids[index]
     return _forward(model, corpus.ids[index], tt, corpus.weights[index], device).cpu()
+
+
+class _GraphedForward:
+    """`_exact_batch` for one corpus as a CUDA graph of upstream's batch shape (32 × the corpus' width).
+
+    The capture records the kernels eager launches for that shape; transformers keeps the attention mask
+    while capturing (eager drops it only for batches without padding, which `exact_rows` runs eagerly)."""
+
+    def __init__(self, model, corpus: Corpus, device: torch.device) -> None:
+        self.corpus = corpus
+        shape = (UPSTREAM_BATCH, corpus.ids.shape[1])
+        self.ids = torch.zeros(shape, dtype=corpus.ids.dtype, device=device)
+        self.weights = torch.ones(shape, dtype=corpus.weights.dtype, device=device)
+        self.tt = None if corpus.token_type_ids is None else torch.zeros(shape, dtype=torch.long, device=device)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = _forward(model, self.ids, self.tt, self.weights, device)
+
+    def __call__(self, index: torch.Tensor) -> torch.Tensor:
+        self.ids.copy_(self.corpus.ids[index])
+        self.weights.copy_(self.corpus.weights[index])
+        if self.tt is not None:
+            self.tt.copy_(self.corpus.token_type_ids[index])
+        self.graph.replay()
+        return self.out.cpu()
+
+    @classmethod
+    def build(cls, model, corpus: Corpus, device: torch.device, first: list[int]):
+        """A graphed forward checked against eager on the first batch, or None (CPU, or any difference)."""
+        if device.type != "cuda" or not first:
+            return None
+        index = torch.as_tensor(first + [first[0]] * (UPSTREAM_BATCH - len(first)))
+        eager = _exact_batch(model, corpus, index, device)
+        try:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+                _exact_batch(model, corpus, index, device)
+            torch.cuda.current_stream().wait_stream(side)
+            graphed = cls(model, corpus, device)
+            same = torch.equal(graphed(index), eager)
+        except Exception as err:  # a host sync or an uncapturable op in this model's forward
+            logger.warning("exact DATE batches run eagerly: CUDA graph capture failed (%s)", err)
+            return None
+        if not same:
+            logger.warning("exact DATE batches run eagerly: the CUDA graph's output differs from eager")
+            return None
+        return graphed
 
 
 def normalised(raw: torch.Tensor, per_sample: int) -> torch.Tensor:

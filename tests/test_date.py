@@ -305,3 +305,52 @@ def test_threshold_ties_are_counted_as_upstream_counts_them(official):
     # row 0 (own 0.75): samples at own, at lower, one step above lower, at upper and its own count; one step
     # below lower and 0.1 do not
     assert counts[0] == 5
+
+
+def test_rust_tokenizer_path_equals_the_librarys(sbert, monkeypatch):
+    """The corpus is tokenised by the model's Rust tokenizer, each distinct text once; its ids equal the
+    library's own path (what upstream calls) on awkward text, truncation past 256 tokens included, and any
+    difference on the probe rows sends the whole corpus down the library's path."""
+    from earmark.metrics import date_embed
+
+    texts = [
+        "  a dog barks twice  ",
+        "",
+        "Café AU LAIT, naïve façade — 東京 🎵",
+        "a dog barks twice",
+        LONG_CANDIDATE,
+        "tab\tseparated\nand newline",
+        "a dog barks twice",
+    ] * 3
+    fast = date_embed.tokenize(sbert, texts)
+    library = date_embed._library_tokenize(sbert, texts)
+    assert fast[0].shape[1] == 256  # LONG_CANDIDATE truncated at max_seq_length
+    assert torch.equal(fast[0], library[0].long())
+    assert (fast[1] is None) == (library[1] is None)
+    assert fast[1] is None or torch.equal(fast[1], library[1].long())
+
+    real = date_embed._rust_tokenize
+
+    def off_by_one(model, corpus):
+        ids, types = real(model, corpus)
+        return ids.clone().index_fill_(1, torch.tensor([1]), 7), types
+
+    monkeypatch.setattr(date_embed, "_rust_tokenize", off_by_one)
+    assert torch.equal(date_embed.tokenize(sbert, texts)[0], library[0])
+
+
+def test_rows_of_an_unpadded_upstream_batch_are_computed_in_that_batch(sbert):
+    """transformers drops the attention mask for a batch without padding (SDPA may then pick another
+    kernel): rows of such an upstream batch are computed in it, the others packed at the corpus' width."""
+    from earmark.metrics.date_embed import _exact_batch, _unpadded_batches, encode, exact_rows
+
+    longest = "the longest sentence of this corpus, with exactly this many tokens in it"
+    texts = [longest] * 32 + [f"a shorter one, number {i}" for i in range(32)] + ["a last partial batch"]
+    dev = torch.device("cpu")
+    corpus = encode(sbert, texts, dev, 16)
+    assert _unpadded_batches(corpus, 64) == {0}
+    rows = [3, 40, 64]
+    got = exact_rows(sbert, corpus, rows, dev)
+    assert torch.equal(got[3], _exact_batch(sbert, corpus, torch.arange(0, 32), dev)[3])
+    assert torch.equal(got[40], _exact_batch(sbert, corpus, torch.arange(32, 64), dev)[8])
+    assert torch.equal(got[64], _exact_batch(sbert, corpus, torch.arange(64, 65), dev)[0])
