@@ -7,8 +7,15 @@ Generates the synthetic corpus (earmark.corpus, the 8 MECAT domains in equal par
 every expert of the profile in dependency order on all clips as one batch, as one analyze shard would, with
 the profile's routing (separation and music analysis only where the domain decision has music, ASR,
 diarization, speaker attributes and speech quality only on VAD speech). Each expert first runs once on one
-clip so model loading and compilation stay out of the timing (reported separately as `warmup_s`).
+clip (all experts, in order, before any is timed) so model loading and compilation stay out of the timing
+(reported separately as `warmup_s`).
 × real time = seconds of audio / seconds of compute; the total is the stage's, Σ over its experts.
+
+`--workers N [M …]` runs N processes (then M, … in the same run), as N analyze workers of one node would: the clips are dealt round robin (each
+worker keeps the domain mix), every worker loads its models and warms up, then all start together; experts
+that use the GPU hold one shared lock while they run (the flow's `gpu` concurrency slot, one per GPU) and
+CPU experts run concurrently. The stage's figure is then audio seconds / wall seconds from the common start
+to the last worker's end; each worker gets cores / N threads.
 
 `--profile paper` uses the models in `--models-dir`; `--random-models` first builds the paper_throughput.py
 stand-ins there (AST-base tagger, Whisper large-v3 dims in CTranslate2, NISQA v2.0, random weights) and turns
@@ -20,10 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
@@ -57,34 +66,19 @@ def _reset_cuda_peak() -> None:
             torch.cuda.reset_peak_memory_stats()
 
 
-def run(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection | None = None) -> dict:
+def corpus_clips(per_domain: int, seed: int, workdir: Path) -> list:
     clips = []
     for item in generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False):
         rows, _ = ingest_file(item.path, IngestSection())
         clips += [decode_clip(r) for r in rows]
+    return clips
+
+
+def run(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection | None = None) -> dict:
+    clips = corpus_clips(per_domain, seed, workdir)
     audio_s = sum(c.duration_s for c in clips)
-    experts = build_experts(cfg or AnalyzeSection())
-    context: dict[str, dict] = {}
-    per_expert = {}
-    for name, expert in experts.items():
-        start = time.perf_counter()
-        expert.analyze(clips[:1], context)
-        warm = time.perf_counter() - start
-        _reset_cuda_peak()
-        start = time.perf_counter()
-        records = expert.analyze(clips, context)
-        took = time.perf_counter() - start
-        context[name] = {r.clip_id: r for r in records}
-        skipped = sum(1 for r in records if getattr(r, "skipped_reason", None))
-        per_expert[name] = {
-            "backend": expert.backend,
-            "seconds": round(took, 2),
-            "warmup_s": round(warm, 2),
-            "x_realtime": round(audio_s / took, 1),
-            "clips_routed_away": skipped,
-            "gpu_peak_gib": _cuda_peak(),
-        }
-    total = sum(v["seconds"] for v in per_expert.values())
+    per_expert = _run_experts(clips, cfg or AnalyzeSection())
+    total = sum(v.pop("raw_s") for v in per_expert.values())
     return {
         "profile": (cfg or AnalyzeSection()).profile,
         "clips": len(clips),
@@ -96,6 +90,90 @@ def run(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection | None = 
     }
 
 
+def _run_experts(clips: list, cfg: AnalyzeSection, start=None, gpu_lock=None) -> dict:
+    """Every expert in dependency order on all `clips` as one batch; `start` (a barrier) is passed once
+    every model is loaded and warm; `gpu_lock` is held while a GPU expert runs."""
+    audio_s = sum(c.duration_s for c in clips)
+    experts = build_experts(cfg)
+    warm_context: dict[str, dict] = {}
+    warmup = {}
+    for name, expert in experts.items():  # model loading and compilation stay out of the timing
+        t = time.monotonic()
+        warm_context[name] = {r.clip_id: r for r in expert.analyze(clips[:1], warm_context)}
+        warmup[name] = round(time.monotonic() - t, 2)
+    if start is not None:
+        start.wait()
+    context: dict[str, dict] = {}
+    per_expert = {}
+    began = time.monotonic()
+    for name, expert in experts.items():
+        _reset_cuda_peak()
+        with gpu_lock if (gpu_lock is not None and expert.uses_gpu) else nullcontext():
+            t = time.monotonic()
+            records = expert.analyze(clips, context)
+            took = time.monotonic() - t
+        context[name] = {r.clip_id: r for r in records}
+        skipped = sum(1 for r in records if getattr(r, "skipped_reason", None))
+        per_expert[name] = {
+            "backend": expert.backend,
+            "seconds": round(took, 2),
+            "raw_s": took,
+            "warmup_s": warmup[name],
+            "x_realtime": round(audio_s / took, 1),
+            "clips_routed_away": skipped,
+            "gpu_peak_gib": _cuda_peak(),
+        }
+    return {"experts": per_expert, "began": began, "ended": time.monotonic()} if start is not None else per_expert
+
+
+def _worker(clips: list, cfg: AnalyzeSection, threads: int, start, gpu_lock) -> dict:
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    try:
+        import torch
+
+        torch.set_num_threads(threads)
+    except ImportError:
+        pass
+    return _run_experts(clips, cfg, start, gpu_lock)
+
+
+def run_workers(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection, workers: int) -> dict:
+    clips = corpus_clips(per_domain, seed, workdir)
+    audio_s = sum(c.duration_s for c in clips)
+    shares = [clips[i::workers] for i in range(workers)]
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager:
+        start, gpu_lock = manager.Barrier(workers), manager.Lock()
+        with ctx.Pool(workers) as pool:
+            done = pool.starmap(_worker, [(share, cfg, threads, start, gpu_lock) for share in shares])
+    wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
+    per_expert = {}
+    for name in done[0]["experts"]:
+        rows = [d["experts"][name] for d in done]
+        seconds = sum(r["raw_s"] for r in rows)
+        peaks = [r["gpu_peak_gib"] for r in rows if r["gpu_peak_gib"] is not None]
+        per_expert[name] = {
+            "backend": rows[0]["backend"],
+            "seconds": round(seconds, 2),  # summed over workers: the expert's compute time
+            "warmup_s": max(r["warmup_s"] for r in rows),
+            "x_realtime": round(audio_s / seconds, 1),
+            "clips_routed_away": sum(r["clips_routed_away"] for r in rows),
+            "gpu_peak_gib": max(peaks) if peaks else None,
+        }
+    return {
+        "profile": cfg.profile,
+        "clips": len(clips),
+        "audio_s": round(audio_s, 1),
+        "cpu_count": os.cpu_count(),
+        "workers": workers,
+        "threads_per_worker": threads,
+        "experts": per_expert,
+        "total_s": round(wall, 2),
+        "total_x_realtime": round(audio_s / wall, 1),
+    }
+
+
 def markdown(result: dict) -> str:
     lines = ["| expert | backend | s | × real time | clips routed away | peak GPU GiB |", "|---|---|---|---|---|---|"]
     for name, v in result["experts"].items():
@@ -104,7 +182,8 @@ def markdown(result: dict) -> str:
             f"| `{name}` | `{v['backend']}` | {v['seconds']:.2f} | {v['x_realtime']:.0f} | "
             f"{v.get('clips_routed_away', 0)} | {gpu} |"
         )
-    lines.append(f"| **total** | | {result['total_s']:.2f} | {result['total_x_realtime']:.1f} | | |")
+    total = "**total**" if "workers" not in result else f"**stage, {result['workers']} workers (wall)**"
+    lines.append(f"| {total} | | {result['total_s']:.2f} | {result['total_x_realtime']:.1f} | | |")
     return "\n".join(lines)
 
 
@@ -144,17 +223,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--models-dir", type=Path)
     parser.add_argument("--random-models", action="store_true", help="paper: build random-weight stand-ins first")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1], help="processes, as analyze workers of one node (several: each)"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="another [analyze] field")
     args = parser.parse_args(argv)
     cfg = paper_config(args) if args.profile == "paper" else AnalyzeSection()
-    with tempfile.TemporaryDirectory() as tmp:
-        result = run(args.per_domain, args.seed, Path(tmp), cfg)
-    print(
-        f"{result['profile']} profile: {result['clips']} clips, {result['audio_s']} s of audio, {result['cpu_count']} CPUs\n"
-    )
-    print(markdown(result))
+    results = []
+    for workers in args.workers:  # several counts: one after the other in this run, on the same clips
+        with tempfile.TemporaryDirectory() as tmp:
+            if workers > 1:
+                result = run_workers(args.per_domain, args.seed, Path(tmp), cfg, workers)
+            else:
+                result = run(args.per_domain, args.seed, Path(tmp), cfg)
+        print(
+            f"{result['profile']} profile, {workers} worker(s): {result['clips']} clips, {result['audio_s']} s of "
+            f"audio, {result['cpu_count']} CPUs\n"
+        )
+        print(markdown(result) + "\n")
+        results.append({**result, "markdown": markdown(result)})
     if args.out:
-        args.out.write_text(json.dumps({**result, "markdown": markdown(result)}, indent=2))
+        args.out.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     return 0
 
 
