@@ -164,7 +164,13 @@ def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_dupli
         lines.append(line)
         if "Task run 'ingest/" in line:
             break
-    second = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    # Paused (alive, its heartbeat well within lease_stale_s), the first build cannot finish and release the
+    # lease while the second one starts up: without this the test raced the second's import time.
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        second = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300)
+    finally:
+        os.kill(first.pid, signal.SIGCONT)
     rest, _ = first.communicate(timeout=600)
     assert first.returncode == 0, ("".join(lines) + rest)[-3000:]
     assert second.returncode == 4, second.stderr[-2000:]
