@@ -77,7 +77,7 @@ def corpus_clips(per_domain: int, seed: int, workdir: Path) -> list:
 def run(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection | None = None) -> dict:
     clips = corpus_clips(per_domain, seed, workdir)
     audio_s = sum(c.duration_s for c in clips)
-    per_expert = _run_experts(clips, cfg or AnalyzeSection())
+    per_expert = _run_experts(clips, cfg or AnalyzeSection())["experts"]
     total = sum(v.pop("raw_s") for v in per_expert.values())
     return {
         "profile": (cfg or AnalyzeSection()).profile,
@@ -123,7 +123,7 @@ def _run_experts(clips: list, cfg: AnalyzeSection, start=None, gpu_lock=None) ->
             "clips_routed_away": skipped,
             "gpu_peak_gib": _cuda_peak(),
         }
-    return {"experts": per_expert, "began": began, "ended": time.monotonic()} if start is not None else per_expert
+    return {"experts": per_expert, "began": began, "ended": time.monotonic()}
 
 
 def _worker(clips: list, cfg: AnalyzeSection, threads: int, start, gpu_lock) -> dict:

@@ -52,9 +52,10 @@ def tokenize(model, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor | 
 
     The library's own path (`model.preprocess`, what upstream's deprecated `tokenize` became) builds Python
     lists per sentence and spends ~10x the Rust tokenizer's time converting them (50 of 61 s of a GPU
-    run's encoding, docs/benchmarks.md). So each distinct sentence is encoded once by the model's Rust
-    tokenizer (`encode_batch`, all cores), and the result is checked against the library's path on a probe
-    (the corpus' longest sentences and a spread of others): any difference and the library's path is used."""
+    run's encoding, docs/benchmarks.md). So the texts are encoded by the model's Rust tokenizer
+    (`encode_batch`, all cores; `encode` gives each distinct sentence once), and the result is checked
+    against the library's path on a probe (the corpus' longest sentences and a spread of others): any
+    difference and the library's path is used."""
     texts = list(texts)
     fast = _rust_tokenize(model, texts)
     if fast is not None:
@@ -83,7 +84,7 @@ def _library_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tens
 
 
 def _rust_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
-    """The same ids through the Rust tokenizer, each distinct text once; None where the model has none."""
+    """The same ids through the Rust tokenizer; None where the model has none."""
     tok = getattr(model[0], "tokenizer", None)
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None or not texts or tok.padding_side != "right":
@@ -94,20 +95,18 @@ def _rust_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor 
     rust.no_padding()
     limit = min(int(getattr(model, "max_seq_length", None) or tok.model_max_length), int(tok.model_max_length))
     rust.enable_truncation(max_length=limit, strategy="longest_first")
-    unique, index = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
     encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
-    encodings = encode([str(t).strip() for t in unique])
+    encodings = encode([str(t).strip() for t in texts])
     lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
     width = int(lengths.max())
     filled = np.arange(width)[None, :] < lengths[:, None]
-    ids = np.full((len(unique), width), tok.pad_token_id or 0, dtype=np.int64)
+    ids = np.full((len(texts), width), tok.pad_token_id or 0, dtype=np.int64)
     ids[filled] = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum()))
-    types = np.zeros((len(unique), width), dtype=np.int64)
+    types = np.zeros((len(texts), width), dtype=np.int64)
     types[filled] = np.fromiter(
         chain.from_iterable(e.type_ids for e in encodings), dtype=np.int64, count=int(lengths.sum())
     )
-    index = torch.as_tensor(index.reshape(-1))
-    return torch.from_numpy(ids)[index], torch.from_numpy(types)[index]
+    return torch.from_numpy(ids), torch.from_numpy(types)
 
 
 def _same_rows(fast, probe: list[int], ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> bool:
@@ -143,11 +142,15 @@ def _forward(model, ids: torch.Tensor, token_type_ids: torch.Tensor | None, weig
 def encode(model, texts: Sequence[str], device: torch.device, batch_size: int, half: bool = False) -> Corpus:
     """Tokenise and weight a corpus (exactly as upstream) and embed each distinct sentence once, batched by
     length with padding trimmed (masked positions do not change the pooled output beyond rounding)."""
-    ids, token_type_ids = tokenize(model, texts)
+    # each distinct sentence is tokenised and embedded once; duplicates share its ids and weights (a weight
+    # depends on the sentence and the corpus idf only), and the idf counts every row, duplicates included
+    texts = list(texts)
+    _, first, index = np.unique(np.asarray(texts, dtype=object), return_index=True, return_inverse=True)
+    inverse = torch.as_tensor(index.reshape(-1))
+    distinct_ids, distinct_types = tokenize(model, [texts[i] for i in first])
+    ids = distinct_ids[inverse]
+    token_type_ids = None if distinct_types is None else distinct_types[inverse]
     corpus = Corpus(ids, token_type_ids, token_weights(ids, word_table(model), vocab_size(model), device))
-    # duplicates share ids and weights (a weight depends on the sentence and the corpus idf only)
-    key = np.asarray(list(texts), dtype=object)
-    _, first, index = np.unique(key, return_index=True, return_inverse=True)
     lengths = (ids[first] != 0).sum(1)
     order = torch.argsort(lengths, descending=True)
     dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
@@ -160,7 +163,7 @@ def encode(model, texts: Sequence[str], device: torch.device, batch_size: int, h
             out[order[i : i + batch_size]] = (
                 _forward(model, ids[rows, :width], tt, corpus.weights[rows, :width], device).float().cpu()
             )
-    corpus.raw = out[torch.as_tensor(index)]
+    corpus.raw = out[inverse]
     return corpus
 
 
