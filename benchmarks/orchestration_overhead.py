@@ -83,13 +83,14 @@ def run_once(
     write_behind: bool = True,
     alone: bool = True,
     prefetch: bool = True,
+    pipeline: bool = True,
+    task_tags: bool = False,
 ) -> dict[str, float]:
     from prefect import flow
 
     from earmark.config import load_config
-    from earmark.flows.analyze import analyze_flow
-    from earmark.flows.common import flow_options, open_catalog, shared_runner, subflows_without_heartbeats
-    from earmark.flows.ingest import ingest_flow
+    from earmark.flows.build import ingest_and_analyze
+    from earmark.flows.common import open_catalog, run_tags, shared_runner, subflows_without_heartbeats
 
     if root.exists():
         shutil.rmtree(root)
@@ -105,6 +106,7 @@ def run_once(
             "run.dask_workers": workers,
             "ingest.files_per_shard": files_per_shard,
             "run.write_behind": write_behind,
+            "run.pipeline": pipeline,
         },
     )
 
@@ -127,6 +129,12 @@ def run_once(
     for module in (flows_ingest, flows_analyze):
         module.submit = _recording(module.submit, jobs)
 
+    import earmark.flows.common as flows_common
+
+    untagged = flows_common.TagsContext
+    if task_tags:  # shard task runs tagged like their flow runs, as before: each checks tag concurrency limits
+        flows_common.TagsContext = lambda **_: contextlib.nullcontext()
+
     @flow(name="overhead-benchmark")
     def bench() -> dict[str, float]:
         cat = open_catalog(cfg)
@@ -138,8 +146,7 @@ def run_once(
                 with Client(task_runner.address) as client:
                     client.run(_warm_up)
             t0 = time.perf_counter()
-            ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", task_runner))(cfg, run_id)
-            experts = analyze_flow.with_options(**flow_options(cfg, "analyze", task_runner))(cfg, ingest.refs, run_id)
+            ingest, experts = ingest_and_analyze(cfg, task_runner, run_id, {})  # as build runs them
             t1 = time.perf_counter()
             wall = t1 - t0
         refs = [*ingest.refs, *(r for res in experts.values() for r in res.refs)]
@@ -166,8 +173,10 @@ def run_once(
         }
 
     try:
-        return bench()
+        with run_tags(cfg, "build"):  # the tags a build's flow runs carry
+            return bench()
     finally:
+        flows_common.TagsContext = untagged
         stages_analyze.decoded_batches = prefetching
         for module in (flows_ingest, flows_analyze):
             module.submit = module.submit.__wrapped__
@@ -203,6 +212,20 @@ def main() -> int:
         choices=["on", "off"],
         help="analyze decodes the next batch of clips while the expert runs (off: as before; threads only)",
     )
+    ap.add_argument(
+        "--pipeline",
+        nargs="+",
+        default=["on"],
+        choices=["on", "off"],
+        help="[run] pipeline: analyze's flow beside ingest's, starting on each clip shard once written (off: after ingest)",
+    )
+    ap.add_argument(
+        "--task-tags",
+        nargs="+",
+        default=["off"],
+        choices=["on", "off"],
+        help="on: shard task runs carry their flow's tags, as before 2026-11-25 (each then checks tag concurrency limits)",
+    )
     ap.add_argument("--repeat", type=int, default=1, help="run every configuration this many times")
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
@@ -212,38 +235,62 @@ def main() -> int:
     rows = []
     with prefect_server(args.work_dir / "prefect-home"):  # stopped however the runs end
         configs = [
-            (runner, workers, fps, wb, pf, rep)
+            (runner, workers, fps, wb, pf, rep, pl, tt)
             for fps in args.files_per_shard
             for workers in args.workers
             for runner in args.runners
             for rep in range(args.repeat)
             for pf in args.prefetch
             for wb in args.write_behind
+            for pl in args.pipeline
+            for tt in args.task_tags
         ]
-        for runner, workers, fps, wb, pf, rep in configs:  # a fresh data root each (a catalog is cached per path)
-            root = args.work_dir / f"data-{runner}-{workers}-{fps}-{wb}-{pf}-{rep}"
-            r = run_once(args.work_dir / "input", root, runner, workers, fps, wb == "on", prefetch=pf == "on")
-            r["prefetch"] = pf
+        for (
+            runner,
+            workers,
+            fps,
+            wb,
+            pf,
+            rep,
+            pl,
+            tt,
+        ) in configs:  # a fresh data root each (a catalog is cached per path)
+            root = args.work_dir / f"data-{runner}-{workers}-{fps}-{wb}-{pf}-{pl}-{tt}-{rep}"
+            r = run_once(
+                args.work_dir / "input",
+                root,
+                runner,
+                workers,
+                fps,
+                wb == "on",
+                prefetch=pf == "on",
+                pipeline=pl == "on",
+                task_tags=tt == "on",
+            )
+            r["prefetch"], r["pipeline"], r["task_tags"] = pf, pl, tt
             overhead = (workers * r["wall"] - r["inside"]) / (workers * r["wall"])
             r["vs_alone"] = (workers * r["wall"] - r["alone"]) / (workers * r["wall"])
             rows.append((runner, workers, fps, wb, r, overhead))
-            print(f"{runner} × {workers}, {fps} files/shard, write-behind {wb}, prefetch {pf}: {r}", file=sys.stderr)
+            print(
+                f"{runner} × {workers}, {fps} files/shard, write-behind {wb}, prefetch {pf}, pipeline {pl}, task tags {tt}: {r}",
+                file=sys.stderr,
+            )
     print(
         f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
         f"{args.clips} clips × 10 s; ingest + levels + acoustics\n"
     )
     stages = list(rows[0][4]["per_stage"]) if rows else []
     print(
-        "| runner | workers | files / shard | write-behind | prefetch | shard tasks | wall (s) | "
+        "| runner | workers | files / shard | write-behind | prefetch | pipeline | task tags | shard tasks | wall (s) | "
         "Σ inside stage functions (s) | "
         "overhead | the stage functions alone (s) | overhead vs alone | "
         + " | ".join(f"inside {s} (s)" for s in stages)
         + " |"
     )
-    print("|---" * (11 + len(stages)) + "|")
+    print("|---" * (13 + len(stages)) + "|")
     for runner, workers, fps, wb, r, overhead in rows:
         print(
-            f"| {runner} | {workers} | {fps} | {wb} | {r['prefetch']} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
+            f"| {runner} | {workers} | {fps} | {wb} | {r['prefetch']} | {r['pipeline']} | {r['task_tags']} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
             f"{100 * overhead:.1f} % | {r['alone']:.1f} | {100 * r['vs_alone']:.1f} % | "
             + " | ".join(f"{r['per_stage'][s]:.1f}" for s in stages)
             + " |"

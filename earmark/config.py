@@ -221,13 +221,15 @@ class RunSection(Section):
     of the Prefect global concurrency limit `gpu` that `earmark server` / `earmark deploy` create; every shard of
     a GPU-using expert holds one while its stage function runs. `write_behind`: a shard's file is written and
     registered while the next shard computes (threads: 2 × max_workers task threads, max_workers of them
-    computing; a Dask worker with N ≥ 2 threads computes on N // 2 of them; the local cluster's workers have
-    one thread, so write-behind is off there); the shard's task still ends only once its shard is registered.
-    Off: a worker computes, then writes, then takes the next shard."""
+    computing; a Dask worker with N ≥ 2 threads computes on N // 2 of them; the local cluster's workers get
+    two threads); the shard's task still ends only once its shard is registered. Off: a worker computes, then
+    writes, then takes the next shard. `pipeline`: a build's analyze flow runs beside ingest's and starts on a
+    clip shard as soon as it is written; off: analyze starts once every ingest shard is done."""
 
     task_runner: Literal["threads", "sequential", "dask"] = "threads"
     max_workers: int = Field(2, ge=1, le=64)
     write_behind: bool = True
+    pipeline: bool = True
     dask_address: str | None = None
     dask_workers: int = Field(2, ge=1, le=256)
     gpus: int = Field(1, ge=1, le=1024)

@@ -2,6 +2,8 @@
 
 A shard's key is derived from its inputs' keys before anything runs, so a dependent expert's job is
 planned at once (its inputs are the keys its dependencies will have) and only waits for them to finish.
+In a build (`[run] pipeline`) the flow runs beside ingest's and takes each clip shard as ingest writes it
+(`ShardStream`): a clip shard's experts wait for its ingest task, not for the whole of ingest.
 """
 
 from __future__ import annotations
@@ -10,22 +12,60 @@ from functools import partial
 
 from prefect import flow
 from prefect.futures import PrefectFuture
+from prefect.states import State
 
 from earmark.config import Config
 from earmark.experts import build_experts
-from earmark.flows.common import StageResult, clip_counts, collect, flow_options, mark_unregistered, submit
+from earmark.experts.base import Expert
+from earmark.flows.common import ShardStream, StageResult, clip_counts, collect, flow_options, mark_unregistered, submit
 from earmark.stages import analyze
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef
 
 
 @flow(name="analyze", log_prints=True)
-def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = None) -> dict[str, StageResult]:
-    """Run every expert of the profile on every clip shard, each after the experts it needs."""
+def analyze_flow(
+    cfg: Config, clip_refs: list[ShardRef], run_id: str | None = None, stream: ShardStream | None = None
+) -> dict[str, StageResult]:
+    """Run every expert of the profile on every clip shard, each after the experts it needs. `stream`: clip
+    shards still arriving from an ingest flow running beside this one (after `clip_refs`, if any)."""
     experts = build_experts(cfg.analyze)
-    clips = clip_counts(cfg, [r.key for r in clip_refs])
+    shards: list[tuple[int, ShardRef]] = []
+    submitted: list[tuple[int, str, PrefectFuture]] = []
+
+    def plan_and_submit(batch: list[tuple[int, ShardRef, State | None]]) -> None:
+        shards.extend((i, ref) for i, ref, _ in batch)
+        submitted.extend(_submit(cfg, experts, batch, run_id))
+
+    plan_and_submit([(i, ref, None) for i, ref in enumerate(clip_refs)])
+    while stream is not None and (arrived := stream.take()) is not None:  # one catalog query per batch that came
+        plan_and_submit([(len(clip_refs) + i, ref, state) for i, ref, state in arrived])
+    submitted.sort(key=lambda s: s[0])  # clip-shard order (a stream delivers in the order ingest finished)
+    clips = dict(zip((i for i, _ in shards), clip_counts(cfg, [ref.key for _, ref in shards])))
+    refs = collect(
+        cfg,
+        "analyze",
+        [f for _, _, f in submitted],
+        gpu=[experts[n].uses_gpu for _, n, _ in submitted],
+        items=[clips[i] / len(experts) for i, _, _ in submitted],  # a clip is done once every expert has run on it
+    )
+    if stream is not None and stream.error is not None:  # what did arrive is analysed and registered
+        raise RuntimeError(f"ingest stopped ({stream.error}); analyzed the {len(shards)} clip shard(s) it wrote")
+    results: dict[str, StageResult] = {name: StageResult() for name in experts}
+    for (_, name, _), ref in zip(submitted, refs):
+        results[name].refs.append(ref)
+    return results
+
+
+def _submit(
+    cfg: Config, experts: dict[str, Expert], batch: list[tuple[int, ShardRef, State | None]], run_id: str | None
+) -> list[tuple[int, str, PrefectFuture]]:
+    """Plan every expert's job on these clip shards (one catalog query for the lot) and submit them in
+    dependency order; a clip shard's ingest task state (streamed) is what its first experts wait for."""
+    if not batch:
+        return []
     planned: list[tuple[int, str, ShardJob]] = []
-    for i, clip_ref in enumerate(clip_refs):
+    for i, clip_ref, _ in batch:
         keys: dict[str, str] = {}
         for name, expert in experts.items():  # build_experts returns dependency order
             job = ShardJob(
@@ -37,22 +77,13 @@ def analyze_flow(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = No
             )
             keys[name] = job.plan()[0]
             planned.append((i, name, job))
-    pending: list[dict[str, PrefectFuture]] = [{} for _ in clip_refs]
+    upstream = {i: state for i, _, state in batch}
+    pending: dict[int, dict[str, PrefectFuture]] = {i: {} for i, _, _ in batch}
     for (i, name, _), job in zip(planned, mark_unregistered(cfg, [job for _, _, job in planned])):
-        wait_for = [pending[i][n] for n in experts[name].needs]  # submitted before it: dependency order
+        needs = experts[name].needs
+        wait_for = [pending[i][n] for n in needs] if needs or upstream[i] is None else [upstream[i]]
         pending[i][name] = submit(cfg, job, run_id, wait_for=wait_for, retries=1)
-    flat = [(i, name, fut) for i, futures in enumerate(pending) for name, fut in futures.items()]
-    refs = collect(
-        cfg,
-        "analyze",
-        [f for _, _, f in flat],
-        gpu=[experts[n].uses_gpu for _, n, _ in flat],
-        items=[clips[i] / len(experts) for i, _, _ in flat],  # a clip is done once every expert has run on it
-    )
-    results: dict[str, StageResult] = {name: StageResult() for name in experts}
-    for (_, name, _), ref in zip(flat, refs):
-        results[name].refs.append(ref)
-    return results
+    return [(i, name, fut) for i, futures in pending.items() for name, fut in futures.items()]
 
 
 def run_analyze(cfg: Config, clip_refs: list[ShardRef], run_id: str | None = None) -> dict[str, StageResult]:

@@ -8,16 +8,20 @@ computed/skipped per stage, LLM calls and cache hits, stage wall times) go to th
 
 from __future__ import annotations
 
+import contextvars
+import threading
 import time
 from contextlib import ExitStack
 from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
+from prefect.task_runners import TaskRunner
 
 from earmark.config import Config
 from earmark.flows.analyze import analyze_flow
 from earmark.flows.common import (
+    ShardStream,
     StageResult,
     artifact_key,
     flow_options,
@@ -85,18 +89,11 @@ def _build(cfg: Config, cat: Catalog, run_id: str, until: str, stop: int) -> dic
     try:
         runners.enter_context(subflows_without_heartbeats())
         runner = runners.enter_context(shared_runner(cfg))
-        t = time.perf_counter()
-        with stage_tag("ingest"):
-            ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
-        timings["ingest"] = time.perf_counter() - t
+        ingest, experts = ingest_and_analyze(cfg, runner, run_id, timings, analyze=stop >= 1)
         shards["ingest"] = _count(ingest)
         upstream.append(ingest)
         tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
         if stop >= 1:
-            t = time.perf_counter()
-            with stage_tag("analyze"):
-                experts = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, ingest.refs, run_id)
-            timings["analyze"] = time.perf_counter() - t
             upstream.append(experts)
             for name, res in experts.items():
                 shards[f"analyze:{name}"] = _count(res)
@@ -154,6 +151,70 @@ def _build(cfg: Config, cat: Catalog, run_id: str, until: str, stop: int) -> dic
         )
     get_run_logger().info("build %s: %s", run_id, stats)
     return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats, "until": until}
+
+
+def ingest_and_analyze(
+    cfg: Config, runner: TaskRunner, run_id: str, timings: dict[str, float], analyze: bool = True
+) -> tuple[StageResult, dict[str, StageResult]]:
+    """The ingest sub-flow, then (`analyze`) the analyze sub-flow on its clip shards. With `[run] pipeline`
+    (default) analyze's flow runs beside ingest's, in a thread of this process, and plans a clip shard's experts
+    as soon as ingest has registered it: the workers never wait for ingest's last shard, its manifest update
+    and the change of sub-flow (0.65 s of idle compute slot per 1,000 clips at 256 files per shard, measured,
+    benchmarks/overhead_breakdown.py). Their stage wall times (`timings`) then overlap. A failed ingest
+    fails the build once the shards it did write are analysed (they are kept for the next run)."""
+    if not analyze or not cfg.run.pipeline:
+        t = time.perf_counter()
+        with stage_tag("ingest"):
+            ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id)
+        timings["ingest"] = time.perf_counter() - t
+        if not analyze:
+            return ingest, {}
+        t = time.perf_counter()
+        with stage_tag("analyze"):
+            experts = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, ingest.refs, run_id)
+        timings["analyze"] = time.perf_counter() - t
+        return ingest, experts
+    stream = ShardStream()
+    outcome: dict[str, Any] = {}
+
+    def analyze_beside() -> None:
+        # created once ingest's first shard is in, not beside ingest's own start: two sub-flow runs created at
+        # once on a SQLite-backed Prefect server delayed one of them ~2 s (its write lock), ingest's in one of
+        # three runs (benchmarks/overhead_breakdown.py), while analyze has nothing to do before that shard
+        stream.wait_first()
+        t = time.perf_counter()
+        try:
+            with stage_tag("analyze"):
+                outcome["experts"] = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(
+                    cfg, [], run_id, stream=stream
+                )
+        except BaseException as exc:  # re-raised in the build's thread
+            outcome["error"] = exc
+        finally:
+            timings["analyze"] = time.perf_counter() - t
+
+    # a copy of this thread's context: the sub-flow finds the build's flow run (its parent), tags and settings
+    beside = threading.Thread(target=contextvars.copy_context().run, args=(analyze_beside,), name="analyze-flow")
+    beside.daemon = True  # an interrupted build does not wait for it (earmark.interrupts)
+    beside.start()
+    t = time.perf_counter()
+    try:
+        with stage_tag("ingest"):
+            ingest = ingest_flow.with_options(**flow_options(cfg, "ingest", runner))(cfg, run_id, stream=stream)
+    except Exception as exc:
+        stream.close(exc)
+        beside.join()
+        raise
+    except BaseException as exc:  # Ctrl-C: stop now
+        stream.close(exc)
+        raise
+    finally:
+        timings["ingest"] = time.perf_counter() - t
+    stream.close()
+    beside.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return ingest, outcome["experts"]
 
 
 def run_build(cfg: Config, until: str = "publish") -> dict[str, Any]:

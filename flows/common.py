@@ -31,8 +31,10 @@ from prefect import get_run_logger, tags, task
 from prefect.artifacts import create_progress_artifact, create_table_artifact, update_progress_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.concurrency.sync import concurrency
+from prefect.context import TagsContext
 from prefect.exceptions import UnfinishedRun
 from prefect.futures import PrefectFuture, as_completed
+from prefect.states import State
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from earmark import progress
@@ -272,11 +274,16 @@ def submit(
     wait_for: Sequence[PrefectFuture] | None = None,
     retries: int | None = None,
 ) -> PrefectFuture:
-    """Submit one shard job as a task run named after its stage and shard."""
+    """Submit one shard job as a task run named after its stage and shard. The task run carries no tags (the
+    flow runs do: dataset, profile, stage): Prefect checks a tagged task run against tag concurrency limits with
+    one request to the server, cached for 5 s, and on a SQLite-backed server that request took ~2 s under a
+    build's load (benchmarks/overhead_breakdown.py: 8 s of 44 s idle at 1,000 clips). earmark's GPU guard is
+    the global limit `gpu`, not a tag limit."""
     options = {"task_run_name": job.task_name}
     if retries is not None:
         options["retries"] = retries
-    return stage_task.with_options(**options).submit(cfg, job, run_id, wait_for=list(wait_for or []))
+    with TagsContext(current_tags=set()):
+        return stage_task.with_options(**options).submit(cfg, job, run_id, wait_for=list(wait_for or []))
 
 
 def collect(
@@ -287,13 +294,15 @@ def collect(
     llm: bool = False,
     items: Sequence[float] = (),
     item_unit: str = "clips",
+    stream: ShardStream | None = None,
 ) -> list[ShardRef]:
     """Wait for a stage's shard tasks (results in submission order). In the UI: a progress artifact
     `<dataset>-<stage>-progress` moves as shards finish (at most once per second, and at 100 %), and a table
     artifact `<dataset>-<stage>-shards` lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
     the items kept / rejected, and for a stage that asks an LLM (`llm`) its requests, cache hits and tokens)
     once all are done. On the command line (earmark.progress): shards done / total per stage, and `items`
-    (per future, e.g. its clips, in `item_unit`) done per second."""
+    (per future, e.g. its clips, in `item_unit`) done per second. `stream`: each finished shard is also put
+    there, for a downstream stage running beside this one."""
     if not futures:
         return []
     artifact = create_progress_artifact(
@@ -308,10 +317,12 @@ def collect(
     not_run, last_update = 0, time.monotonic()
     for done, fut in enumerate(as_completed(list(futures)), start=1):
         try:
-            refs[index[fut.task_run_id]] = fut.result()
+            ref = refs[index[fut.task_run_id]] = fut.result()
         except UnfinishedRun:  # not run (NotReady): a task it waits for failed, raised when the loop reaches it
             not_run += 1
             continue
+        if stream is not None:
+            stream.put(index[fut.task_run_id], ref, fut.state)
         progress.report(stage, "shards", done=1, items=per_task.get(fut.task_run_id, 0.0), item_unit=item_unit)
         now = time.monotonic()
         if done == len(futures) or now - last_update >= PROGRESS_INTERVAL_S:  # one API call per second at most
@@ -376,6 +387,50 @@ def clip_counts(cfg: Config, keys: Sequence[str]) -> list[int]:
     )
     found = {k: int(n) for k, n in rows}
     return [found.get(k, 0) for k in keys]
+
+
+class ShardStream:
+    """An upstream stage's shards as its tasks finish, read by a downstream stage's flow running beside it in
+    this process: build analyses a clip shard as soon as ingest has written it, instead of after ingest's last
+    shard (`[run] pipeline`). An entry is (the shard's position in the upstream's result, its ref, its task's
+    final state: a downstream task waits for that state, so the run graph has the shard-to-shard edge)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._entries: list[tuple[int, ShardRef, State]] = []
+        self._closed = False
+        self.error: BaseException | None = None  # why the upstream stopped early, once closed
+
+    def __reduce__(self) -> tuple[type[ShardStream], tuple[()]]:
+        """A stream stays in its process: a copy sent elsewhere is new and empty (Prefect sends the flow's
+        parameters, this one among them, with every task it submits to a Dask worker)."""
+        return ShardStream, ()
+
+    def put(self, position: int, ref: ShardRef, state: State) -> None:
+        with self._cond:
+            self._entries.append((position, ref, state))
+            self._cond.notify_all()
+
+    def close(self, error: BaseException | None = None) -> None:
+        """No more shards will come (idempotent); `error`: the upstream failed, those put so far are all."""
+        with self._cond:
+            if not self._closed:
+                self._closed, self.error = True, error
+            self._cond.notify_all()
+
+    def wait_first(self) -> None:
+        """Wait until the first shard was put, or the stream closed."""
+        with self._cond:
+            while not self._entries and not self._closed:
+                self._cond.wait()
+
+    def take(self) -> list[tuple[int, ShardRef, State]] | None:
+        """Every entry put since the last call, waiting for one; None once closed and drained."""
+        with self._cond:
+            while not self._entries and not self._closed:
+                self._cond.wait()
+            entries, self._entries = self._entries, []
+            return entries or None
 
 
 @dataclass

@@ -8,16 +8,25 @@ from pathlib import Path
 from prefect import flow
 
 from earmark.config import Config
-from earmark.flows.common import StageResult, collect, flow_options, mark_unregistered, open_catalog, submit
+from earmark.flows.common import (
+    ShardStream,
+    StageResult,
+    collect,
+    flow_options,
+    mark_unregistered,
+    open_catalog,
+    submit,
+)
 from earmark.stages import ingest
 from earmark.stages.base import ShardJob
 
 
 @flow(name="ingest", log_prints=True)
-def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
+def ingest_flow(cfg: Config, run_id: str | None = None, stream: ShardStream | None = None) -> StageResult:
     """Decode, standardise and cut every input file; unusable files go to `quarantine` with a reason.
 
     Files keep the shard the dataset's manifest gave them on their first build; new files form new shards.
+    `stream`: each shard is also put there as it is registered, for an analyze flow running beside this one.
     """
     files = ingest.discover(cfg.inputs, cfg.ingest.allowed_roots)
     if not files:
@@ -48,7 +57,7 @@ def ingest_flow(cfg: Config, run_id: str | None = None) -> StageResult:
     while planned:
         batch, planned, size = planned[:size], planned[size:], size * 2
         futures += [submit(cfg, job, run_id) for job in jobs(batch)]
-    results = collect(cfg, "ingest", futures, items=[len(g) for g in groups.values()], item_unit="files")
+    results = collect(cfg, "ingest", futures, items=[len(g) for g in groups.values()], item_unit="files", stream=stream)
     cat.extend_manifest(added, run_id)  # only once every new shard is written: a failed run assigns nothing
     return StageResult(results)
 
