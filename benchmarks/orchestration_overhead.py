@@ -5,7 +5,9 @@
 Generates N 10 s clips (seeded noise, tones and pulses; 16 kHz PCM), then for each task runner and worker
 count builds a fresh dataset through ingest + the embedded `levels` and `acoustics` experts (no LLM), with the
 real flows, catalog (DuckLake on SQLite) and a real Prefect server on loopback (started once, before the
-timed part; Dask workers report to it). Timed: the ingest and analyze sub-flows, after the runner is up (a
+timed part; Dask workers report to it). The sub-flows run as `build` runs them: `flows.build.ingest_and_analyze`
+under the build's tags (`--pipeline off`: analyze after ingest; `--task-tags on`: shard task runs tagged too, as
+before 2026-11-25). Timed: the ingest and analyze sub-flows, after the runner is up (a
 Dask cluster's start-up and its workers' first import of the stage code are excluded). Inside: Σ seconds inside the stage functions, as each shard task measured it (`ShardRef.seconds`).
 
     overhead = (workers × wall − Σ inside) / (workers × wall)            (the issue's definition)
@@ -198,34 +200,14 @@ def main() -> int:
     ap.add_argument("--runners", nargs="+", default=["threads", "dask"], choices=["threads", "dask"])
     ap.add_argument("--files-per-shard", type=int, nargs="+", default=[64], help="ingest shard sizes to try")
     ap.add_argument("--work-dir", type=Path, default=Path("/tmp/earmark-overhead"))
-    ap.add_argument(
-        "--write-behind",
-        nargs="+",
-        default=["on"],
-        choices=["on", "off"],
-        help="[run] write_behind settings to try (on off: paired, one after the other per configuration)",
-    )
-    ap.add_argument(
-        "--prefetch",
-        nargs="+",
-        default=["on"],
-        choices=["on", "off"],
-        help="analyze decodes the next batch of clips while the expert runs (off: as before; threads only)",
-    )
-    ap.add_argument(
-        "--pipeline",
-        nargs="+",
-        default=["on"],
-        choices=["on", "off"],
-        help="[run] pipeline: analyze's flow beside ingest's, starting on each clip shard once written (off: after ingest)",
-    )
-    ap.add_argument(
-        "--task-tags",
-        nargs="+",
-        default=["off"],
-        choices=["on", "off"],
-        help="on: shard task runs carry their flow's tags, as before 2026-11-25 (each then checks tag concurrency limits)",
-    )
+    settings = {  # on / off settings, each tried in the order given (on off: paired, one after the other)
+        "--write-behind": ("on", "[run] write_behind: a shard is written while the next one computes"),
+        "--prefetch": ("on", "analyze decodes the next batch of clips while the expert runs (off: threads only)"),
+        "--pipeline": ("on", "[run] pipeline: analyze's flow beside ingest's, on each clip shard once written"),
+        "--task-tags": ("off", "on: shard task runs carry their flow's tags, as before 2026-11-25 (tag limit checks)"),
+    }
+    for flag, (default, text) in settings.items():
+        ap.add_argument(flag, nargs="+", default=[default], choices=["on", "off"], help=text)
     ap.add_argument("--repeat", type=int, default=1, help="run every configuration this many times")
     args = ap.parse_args()
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
