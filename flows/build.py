@@ -178,9 +178,10 @@ def ingest_and_analyze(
     outcome: dict[str, Any] = {}
 
     def analyze_beside() -> None:
-        # created once ingest's first shard is in, not beside ingest's own start: two sub-flow runs created at
-        # once on a SQLite-backed Prefect server delayed one of them ~2 s (its write lock), ingest's in one of
-        # three runs (benchmarks/overhead_breakdown.py), while analyze has nothing to do before that shard
+        # created once ingest's first shard is in, not beside ingest's own start: with both sub-flow runs
+        # created at once, a SQLite-backed Prefect server answered one creation 1.8-2.3 s late (the server's
+        # contention, not traced further); when it was ingest's, the workers waited (docs/benchmarks.md,
+        # "Analyze beside ingest"). Analyze has nothing to do before that first shard anyway.
         stream.wait_first()
         t = time.perf_counter()
         try:
