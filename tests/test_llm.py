@@ -68,8 +68,8 @@ def _loopback_only(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def smol_server():
-    with LocalLLMServer(SMOL, n_ctx=1024) as server:
+def qwen_server():
+    with LocalLLMServer(QWEN, n_ctx=1024) as server:
         yield server
 
 
@@ -153,8 +153,8 @@ def test_server_startup_failure_reports_the_log_tail(tmp_path):
 
 
 @pytest.mark.slow
-def test_complete_json_matches_schema_then_hits_the_cache(smol_server, tmp_path):
-    client = smol_server.client(cache=ResponseCache(tmp_path / "cache"))
+def test_complete_json_matches_schema_then_hits_the_cache(qwen_server, tmp_path):
+    client = qwen_server.client(cache=ResponseCache(tmp_path / "cache"))
     first = client.complete_json(MESSAGES, CAPTION_SCHEMA, max_tokens=200, temperature=0.0)
     assert first.error is None, first.text
     assert not first.cached
@@ -174,15 +174,15 @@ def test_complete_json_matches_schema_then_hits_the_cache(smol_server, tmp_path)
     assert after["completion_tokens"] == before["completion_tokens"]
 
     # A fresh client over the same directory (a re-run of the DAG) also makes no call.
-    rerun = smol_server.client(cache=ResponseCache(tmp_path / "cache"))
+    rerun = qwen_server.client(cache=ResponseCache(tmp_path / "cache"))
     assert rerun.complete_json(MESSAGES, CAPTION_SCHEMA, max_tokens=200, temperature=0.0).cached
     assert rerun.stats()["calls"] == 0
 
 
 @pytest.mark.slow
-def test_truncated_output_is_an_error_value_and_not_cached(smol_server, tmp_path):
+def test_truncated_output_is_an_error_value_and_not_cached(qwen_server, tmp_path):
     cache = ResponseCache(tmp_path / "cache")
-    client = smol_server.client(cache=cache)
+    client = qwen_server.client(cache=cache)
     result = client.complete_json(MESSAGES, CAPTION_SCHEMA, max_tokens=3, temperature=0.0)
     assert result.data is None and "max_tokens=3" in result.error
     assert len(cache) == 0 and client.stats()["errors"] == 1
