@@ -33,13 +33,7 @@ def built(tmp_path_factory, prefect_harness):
     for item in kept:
         shutil.copy(item.path, inputs / item.path.name)
     cfg = load_config(
-        None,
-        {
-            "data_root": str(root / "data"),
-            "dataset": "e2e",
-            "inputs": [str(inputs)],
-            "ingest.files_per_shard": 4,
-        },
+        None, {"data_root": str(root / "data"), "dataset": "e2e", "inputs": [str(inputs)], "ingest.files_per_shard": 4}
     )
     first = run_build(cfg)
     second = run_build(cfg)
