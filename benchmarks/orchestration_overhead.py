@@ -19,7 +19,9 @@ process hold the GIL or the other cores are busy (write-behind, Dask's task thre
 the first figure counts that as stage work, the second as overhead. Both are the share of the workers' time
 spent on anything but stage work: Prefect task submission and state tracking, catalog lookups and
 registrations, Parquet reads and writes, Dask transfers, idle workers waiting for a dependency. Prints a
-markdown table.
+markdown table; its idle columns are the seconds of the timed part in which no stage function ran (from each
+shard's `ShardRef.started_at` and `seconds`, so they hold for Dask workers too): before the first, between,
+after the last. With one compute slot (threads × 1, or one Dask worker) they add up to the issue's overhead.
 """
 
 from __future__ import annotations
@@ -147,7 +149,7 @@ def run_once(
 
                 with Client(task_runner.address) as client:
                     client.run(_warm_up)
-            t0 = time.perf_counter()
+            epoch0, t0 = time.time(), time.perf_counter()
             ingest, experts = ingest_and_analyze(cfg, task_runner, run_id, {})  # as build runs them
             t1 = time.perf_counter()
             wall = t1 - t0
@@ -164,6 +166,7 @@ def run_once(
             job.fn(Inputs(cat, job.inputs))
             seconds_alone += time.perf_counter() - t
         return {
+            "idle": idle_gaps(refs, epoch0, epoch0 + wall),
             "wall": wall,
             "t0": t0,
             "t1": t1,
@@ -182,6 +185,20 @@ def run_once(
         stages_analyze.decoded_batches = prefetching
         for module in (flows_ingest, flows_analyze):
             module.submit = module.submit.__wrapped__
+
+
+def idle_gaps(refs, start: float, end: float) -> tuple[float, float, float]:
+    """Seconds of [start, end] (Unix time) in which no stage function ran, from each computed shard's
+    `started_at` and `seconds`: (before the first, between, after the last). With one compute slot this is
+    that slot's idle time, whichever process it is in."""
+    spans = sorted((r.started_at, r.started_at + r.seconds) for r in refs if not r.skipped)
+    if not spans:
+        return (end - start, 0.0, 0.0)
+    between, busy_until = 0.0, spans[0][1]
+    for lo, hi in spans[1:]:
+        between += max(0.0, lo - busy_until)
+        busy_until = max(busy_until, hi)
+    return (max(0.0, spans[0][0] - start), between, max(0.0, end - busy_until))
 
 
 def _recording(submit, jobs: list):
@@ -265,17 +282,16 @@ def main() -> int:
     print(
         "| runner | workers | files / shard | write-behind | prefetch | pipeline | task tags | shard tasks | wall (s) | "
         "Σ inside stage functions (s) | "
-        "overhead | the stage functions alone (s) | overhead vs alone | "
+        "overhead | idle before / between / after (s) | the stage functions alone (s) | overhead vs alone | "
         + " | ".join(f"inside {s} (s)" for s in stages)
         + " |"
     )
-    print("|---" * (13 + len(stages)) + "|")
+    print("|---" * (14 + len(stages)) + "|")
     for runner, workers, fps, wb, r, overhead in rows:
         print(
             f"| {runner} | {workers} | {fps} | {wb} | {r['prefetch']} | {r['pipeline']} | {r['task_tags']} | {r['tasks']} | {r['wall']:.1f} | {r['inside']:.1f} | "
-            f"{100 * overhead:.1f} % | {r['alone']:.1f} | {100 * r['vs_alone']:.1f} % | "
-            + " | ".join(f"{r['per_stage'][s]:.1f}" for s in stages)
-            + " |"
+            f"{100 * overhead:.1f} % | {' / '.join(f'{x:.2f}' for x in r['idle'])} | {r['alone']:.1f} | "
+            f"{100 * r['vs_alone']:.1f} % | " + " | ".join(f"{r['per_stage'][s]:.1f}" for s in stages) + " |"
         )
     return 0
 

@@ -128,7 +128,7 @@ def run_job(
         logger.info("%s: shard %s already in the catalog, skipped", job.task_name, key)
         return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True, task=job.task_name)
     with slot():  # the seconds inside the stage function leave out the wait for the slot
-        t0 = time.perf_counter()
+        started_at, t0 = time.time(), time.perf_counter()
         with prompts.only(job.spec.prompt_files), shard_usage() as usage:
             out = job.fn(Inputs(cat, job.inputs))
         seconds = time.perf_counter() - t0
@@ -139,7 +139,9 @@ def run_job(
     ref = cat.write_shard(key, tables, meta, run_id)
     logger.info("%s: shard %s computed, %d rows in %.1f s", job.task_name, key, ref.rows, time.perf_counter() - t0)
     llm = usage.totals()
-    return dataclasses.replace(ref, seconds=seconds, task=job.task_name, llm_usage=llm if any(llm.values()) else None)
+    return dataclasses.replace(
+        ref, seconds=seconds, started_at=started_at, task=job.task_name, llm_usage=llm if any(llm.values()) else None
+    )
 
 
 def stored(cat: Catalog, ref: ShardRef, table: str) -> list[Any]:

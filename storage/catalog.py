@@ -77,6 +77,9 @@ class ShardRef:
     rows: int = 0
     skipped: bool = False
     seconds: float = 0.0  # time inside the stage function (0 when skipped)
+    # when the stage function began (Unix time, comparable across a cluster's processes; 0 when skipped):
+    # with `seconds`, a run's timeline of computation, e.g. a worker's idle gaps. Not part of the identity.
+    started_at: float = field(default=0.0, compare=False)
     task: str = ""  # the task name, e.g. analyze/asr/shard-0003
     # LLM requests the stage function made for this shard (calls, cache_hits, prompt_tokens, completion_tokens);
     # None when it made none or the shard was skipped. Not part of the shard's identity.
