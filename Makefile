@@ -7,7 +7,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.earmark-installed
 TSTAMP := $(VENV)/.earmark-test-installed
 LLAMA_VERSION := $(shell sed -n 's/^llama_cpp_python==//p' requirements/core.txt)
-LLAMA_WHEELS  := $(HOME)/.cache/earmark/llama-cpp-python-portable
+# llama.cpp's build flags: portable (AVX2 on x86-64) unless overridden, e.g. `make setup LLAMA_CMAKE=-DGGML_NATIVE=ON`
+# on a machine whose CPU really runs what it lists (see $(STAMP)). The wheel is kept per set of flags.
+LLAMA_CMAKE ?= -DGGML_NATIVE=OFF
+LLAMA_WHEELS  := $(HOME)/.cache/earmark/llama-cpp-python-$(shell echo $(LLAMA_CMAKE) | sha1sum | cut -c1-10)
 export PREFECT_SERVER_ANALYTICS_ENABLED := false
 export DO_NOT_TRACK := 1
 export HF_HUB_OFFLINE := 1
@@ -29,10 +32,11 @@ $(STAMP): requirements/core.txt requirements/nodeps.txt pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "earmark needs Python 3.11 ($(PYTHON) not found)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip wheel "setuptools<80"
-	# llama-cpp-python builds from source once per machine (~11 min on 2 cores) into $(LLAMA_WHEELS), portable
-	# (GGML_NATIVE=OFF: AVX2, no AVX-512/AMX). Its default -march=native build, kept by pip's wheel cache (which
-	# ignores build flags), died with SIGILL on a VM whose CPU lists AMX but does not let processes use it.
-	test -n "$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl 2>/dev/null)" || CMAKE_ARGS="-DGGML_NATIVE=OFF" \
+	# llama-cpp-python builds from source once per machine (5-11 min on 2 cores) into $(LLAMA_WHEELS). Its default
+	# -march=native build, kept by pip's wheel cache (which ignores build flags), died with SIGILL (AMX tileloadd)
+	# on a VM whose CPU lists AMX, and whose kernel grants it, but which does not run it. An AVX-512 build was no
+	# faster there than AVX2 (docs/benchmarks.md, "The LLM server's build").
+	test -n "$$(ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl 2>/dev/null)" || CMAKE_ARGS="$(strip $(LLAMA_CMAKE))" \
 	  $(BIN)/pip wheel -q --no-deps --no-cache-dir llama_cpp_python==$(LLAMA_VERSION) -w $(LLAMA_WHEELS)
 	$(BIN)/pip install -q --no-deps $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl
 	$(BIN)/pip install -q -r requirements/core.txt
