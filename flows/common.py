@@ -93,13 +93,16 @@ def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
     }
 
 
-def prefect_ready() -> str:
+def prefect_ready(cfg: Config | None = None) -> str:
     """Run once on every local Dask worker before any task: open a Prefect client, which starts the worker's
     ephemeral Prefect server when the run has no API URL. Two tasks starting at once in a fresh worker would
     otherwise both start it, and the run hung (seen in CI with two threads per worker,
-    tests/test_lake_concurrency.py)."""
+    tests/test_lake_concurrency.py). `cfg`: also open the dataset's catalog (cached per process), as the flow's
+    process has: in a fresh worker that took 0.8 s (DuckDB extensions, ATTACH), paid by its first shard task."""
     from prefect.client.orchestration import get_client
 
+    if cfg is not None:
+        open_catalog(cfg)
     with get_client(sync_client=True) as client:
         return str(client.api_url)
 
@@ -205,7 +208,7 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
             from distributed import Client
 
             with Client(cluster) as client:
-                client.run(prefect_ready)
+                client.run(prefect_ready, cfg)
         yield task_runner(cfg, cluster.scheduler_address)
 
 
