@@ -93,16 +93,15 @@ def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
     }
 
 
-def prefect_ready(cfg: Config | None = None) -> str:
+def prefect_ready(cfg: Config) -> str:
     """Run once on every local Dask worker before any task: open a Prefect client, which starts the worker's
     ephemeral Prefect server when the run has no API URL. Two tasks starting at once in a fresh worker would
     otherwise both start it, and the run hung (seen in CI with two threads per worker,
-    tests/test_lake_concurrency.py). `cfg`: also open the dataset's catalog (cached per process), as the flow's
+    tests/test_lake_concurrency.py). It also opens the dataset's catalog (kept per process), as the flow's
     process has: in a fresh worker that took 0.8 s (DuckDB extensions, ATTACH), paid by its first shard task."""
     from prefect.client.orchestration import get_client
 
-    if cfg is not None:
-        open_catalog(cfg)
+    open_catalog(cfg)
     with get_client(sync_client=True) as client:
         return str(client.api_url)
 
