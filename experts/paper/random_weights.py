@@ -132,16 +132,9 @@ _NON_LANGUAGE = [
 ]
 
 
-def whisper_ct2(
-    out: Path,
-    *,
-    dims: dict | None = None,
-    n_languages: int = N_LANGUAGES_V2,
-    seed: int = 0,
-    quantization: str | None = None,
-) -> Path:
-    """A random multilingual Whisper (default: tiny dims) converted to a faster-whisper CTranslate2 directory."""
-    from ctranslate2.converters import TransformersConverter
+def whisper_hf(out: Path, *, dims: dict | None = None, n_languages: int = N_LANGUAGES_V2, seed: int = 0) -> Path:
+    """A random multilingual Whisper (default: tiny dims) as a transformers checkpoint directory, with the
+    generation config openai/whisper-* ship (languages, tasks, timestamps, alignment heads)."""
     from transformers import (
         GenerationConfig,
         WhisperConfig,
@@ -165,27 +158,45 @@ def whisper_ct2(
         eos_token_id=eot,
         pad_token_id=eot,
         decoder_start_token_id=sot,
-        begin_suppress_tokens=[220, eot],
-        suppress_tokens=[],
         **dims,
     )
+    model = WhisperForConditionalGeneration(cfg).eval()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=sot,
+        eos_token_id=eot,
+        pad_token_id=eot,
+        bos_token_id=eot,
+        suppress_tokens=[],
+        begin_suppress_tokens=[220, eot],
+        lang_to_id=lang_to_id,
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+        max_initial_timestamp_index=50,
+        is_multilingual=True,
+        alignment_heads=[[dims["decoder_layers"] - 1, h] for h in range(dims["decoder_attention_heads"])],
+        max_length=448,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    (out / "tokenizer.json").write_text(json.dumps(tok_json))
+    WhisperTokenizerFast(tokenizer_file=str(out / "tokenizer.json")).save_pretrained(out)
+    WhisperFeatureExtractor(feature_size=dims["num_mel_bins"]).save_pretrained(out)
+    return out
+
+
+def whisper_ct2(
+    out: Path,
+    *,
+    dims: dict | None = None,
+    n_languages: int = N_LANGUAGES_V2,
+    seed: int = 0,
+    quantization: str | None = None,
+) -> Path:
+    """`whisper_hf`'s model converted to a faster-whisper CTranslate2 directory (the same weights)."""
+    from ctranslate2.converters import TransformersConverter
+
     with tempfile.TemporaryDirectory() as tmp:
-        hf = Path(tmp)
-        model = WhisperForConditionalGeneration(cfg).eval()
-        model.generation_config = GenerationConfig(
-            decoder_start_token_id=sot,
-            eos_token_id=eot,
-            pad_token_id=eot,
-            suppress_tokens=[],
-            begin_suppress_tokens=[220, eot],
-            lang_to_id=lang_to_id,
-            is_multilingual=True,
-            alignment_heads=[[dims["decoder_layers"] - 1, h] for h in range(dims["decoder_attention_heads"])],
-        )
-        model.save_pretrained(hf)
-        (hf / "tokenizer.json").write_text(json.dumps(tok_json))
-        WhisperTokenizerFast(tokenizer_file=str(hf / "tokenizer.json")).save_pretrained(hf)
-        WhisperFeatureExtractor(feature_size=dims["num_mel_bins"]).save_pretrained(hf)
+        hf = whisper_hf(Path(tmp) / "hf", dims=dims, n_languages=n_languages, seed=seed)
         TransformersConverter(str(hf), copy_files=["tokenizer.json", "preprocessor_config.json"]).convert(
             str(out), quantization=quantization, force=True
         )
