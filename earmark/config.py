@@ -56,15 +56,19 @@ class AnalyzeSection(Section):
     device: Literal["cpu", "cuda"] = "cpu"
     batch_size: int = Field(16, ge=1, le=1024)  # clips (or 2 s windows for the tagger) per model call
     # The Hugging Face classifiers' forward pass (AudioSet tagger, speaker attributes, music tagger): fp32, or
-    # bf16 / fp16 under torch autocast. fp32 until benchmarks/paper_precision.py, run on your weights and
+    # bf16 / fp16 under torch autocast; the transformers Whisper backend's weights are cast to it. fp32 until benchmarks/paper_precision.py, run on your weights and
     # clips, shows the lower precision keeps the labels (a different precision is a different shard key).
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     tagger_model: str = "mispeech/ced-base"  # or "MIT/ast-finetuned-audioset-10-10-0.4593"
     tagger_window_s: float = Field(2.0, gt=0, le=10)
     tag_threshold: float = Field(0.3, gt=0, lt=1)  # a category is present when a window's label prob ≥ this
+    # faster-whisper (CTranslate2) or transformers (torch, `precision` applies; for GPUs without CUDA 12's
+    # cuBLAS): asr_model is then a transformers checkpoint such as openai/whisper-large-v3.
+    asr_backend: Literal["faster-whisper", "transformers"] = "faster-whisper"
     asr_model: str = "Systran/faster-whisper-large-v3"
     asr_compute_type: str = "default"  # CTranslate2 compute type; "default" keeps the converted weights' type
     asr_align_model: str | None = None  # wav2vec2 CTC model id for whisperX alignment (needs `whisperx`)
+    asr_max_new_tokens: int | None = Field(None, ge=1, le=440)  # None: Whisper's own limit
     diarization_model: str | None = "pyannote/speaker-diarization-community-1"  # pyannote.audio 4's
     gender_model: str | None = "alefiury/wav2vec2-large-xlsr-53-gender-recognition-librispeech"
     age_model: str | None = None

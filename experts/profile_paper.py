@@ -1,11 +1,12 @@
 """The paper profile: MECAT's expert models (bring your weights; see experts/models.py), in dependency order.
 
-Slots with a paper backend use it: AudioSet tagger → tags and domain, Whisper large-v3 (+ whisperX) → asr,
-pyannote → diarization, HF classifiers → speakers, demucs → separation, HF music tagger → music tags,
-NISQA → nisqa, an audio-language model → description (only with an endpoint). Slots without one reuse the
-offline default (levels, vad, dnsmos, asr_check, acoustics, librosa music analysis). A slot whose model id
-is configured as None falls back to its offline default where one exists, or is left out; a configured
-model whose weights or package are missing fails here, when the profile is built, never silently.
+Slots with a paper backend use it: AudioSet tagger → tags and domain, Whisper large-v3 (faster-whisper or
+transformers, + whisperX) → asr, pyannote → diarization, HF classifiers → speakers, demucs → separation, HF
+music tagger → music tags, NISQA → nisqa, an audio-language model → description (only with an endpoint).
+Slots without one reuse the offline default (levels, vad, dnsmos, asr_check, acoustics, librosa music
+analysis). A slot whose model id is configured as None falls back to its offline default where one exists,
+or is left out; a configured model whose weights or package are missing fails here, when the profile is
+built, never silently.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.diarize import ResemblyzerDiarizationExpert
     from earmark.experts.levels import LevelsExpert
     from earmark.experts.music import HPSSSeparationExpert
-    from earmark.experts.paper.asr import FasterWhisperPaperExpert
     from earmark.experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
     from earmark.experts.quality import DNSMOSExpert
     from earmark.experts.speakers import PitchSpeakerAttributesExpert
@@ -39,15 +39,7 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
             cfg.tagger_model, root, device=device, window_s=cfg.tagger_window_s, batch_size=batch, precision=precision
         ),
         TaggerDomainExpert(cfg.tagger_model, threshold=cfg.tag_threshold),
-        FasterWhisperPaperExpert(
-            cfg.asr_model,
-            root,
-            device=device,
-            compute_type=cfg.asr_compute_type,
-            beam_size=cfg.asr_beam_size,
-            batch_size=batch,
-            align_model=cfg.asr_align_model,
-        ),
+        _asr(cfg),
         HallucinationCheckExpert(),
     ]
     if cfg.diarization_model:
@@ -86,3 +78,32 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
 
         out.append(AudioLMDescriptionExpert(cfg.description_endpoint, cfg.description_model))
     return out
+
+
+def _asr(cfg: AnalyzeSection) -> Expert:
+    """Whisper through faster-whisper (CTranslate2) or through transformers (torch), per `asr_backend`."""
+    if cfg.asr_backend == "transformers":
+        from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
+
+        return TransformersWhisperPaperExpert(
+            cfg.asr_model,
+            cfg.models_dir,
+            device=cfg.device,
+            precision=cfg.precision,
+            beam_size=cfg.asr_beam_size,
+            batch_size=cfg.batch_size,
+            align_model=cfg.asr_align_model,
+            max_new_tokens=cfg.asr_max_new_tokens,
+        )
+    from earmark.experts.paper.asr import FasterWhisperPaperExpert
+
+    return FasterWhisperPaperExpert(
+        cfg.asr_model,
+        cfg.models_dir,
+        device=cfg.device,
+        compute_type=cfg.asr_compute_type,
+        beam_size=cfg.asr_beam_size,
+        batch_size=cfg.batch_size,
+        align_model=cfg.asr_align_model,
+        max_new_tokens=cfg.asr_max_new_tokens,
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -39,6 +40,7 @@ from earmark.schemas.records import (
 SR = 16_000
 TAGGER = "MIT/ast-finetuned-audioset-10-10-0.4593"
 WHISPER = "Systran/faster-whisper-large-v3"
+HF_WHISPER = "openai/whisper-large-v3"
 GENDER, EMOTION = "test/gender-w2v2", "test/emotion-w2v2"
 AUDIOSET_SUBSET = [
     "Speech",
@@ -78,6 +80,7 @@ def models(tmp_path_factory) -> Path:
     rw.wav2vec2_classifier(root / GENDER, ["female", "male"], layer_norm=True)
     rw.wav2vec2_classifier(root / EMOTION, ["neu", "hap", "ang", "sad"], layer_norm=False, seed=1)
     rw.whisper_ct2(root / WHISPER, dims=TINY_WHISPER)
+    rw.whisper_hf(root / HF_WHISPER, dims=TINY_WHISPER)
     return root
 
 
@@ -267,6 +270,117 @@ def test_whisper_batched_with_language_id_and_word_times(models):
         assert r.language in langs and 0 < r.language_prob <= 1
         assert all(0 <= w.start_s <= w.end_s <= c.duration_s for w in r.words)
     assert [r.model_dump() for r in batched] == [r.model_dump() for r in single]
+
+
+def test_transformers_whisper_batched_with_language_id_and_word_times(models):
+    from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
+
+    clips = [noise_clip(f"c{i}", s, i) for i, s in enumerate([3.0, 10.0, 1.5, 0.5])]
+    vad = {c.clip_id: activity(c.clip_id, 0.0 if c.clip_id == "c3" else 1.0) for c in clips}
+    expert = TransformersWhisperPaperExpert(HF_WHISPER, models, batch_size=4, max_new_tokens=12)
+    batched = expert.analyze(clips, {"vad": vad})
+    single = TransformersWhisperPaperExpert(HF_WHISPER, models, batch_size=1, max_new_tokens=12).analyze(
+        clips, {"vad": vad}
+    )
+    assert [r.clip_id for r in batched] == ["c0", "c1", "c2", "c3"]
+    assert batched[3].skipped_reason == "no speech detected by VAD" and batched[3].words == []
+    vocab = json.loads((models / HF_WHISPER / "tokenizer.json").read_text())
+    langs = {a["content"][2:-2] for a in vocab["added_tokens"]}
+    for r, c in zip(batched[:3], clips):
+        assert r.skipped_reason is None and r.backend == f"transformers:{HF_WHISPER}"
+        assert r.language in langs and 0 < r.language_prob <= 1 and 0 <= r.no_speech_prob <= 1
+        assert r.text and r.words and r.avg_logprob < 0
+        assert all(0 <= w.start_s <= w.end_s <= c.duration_s and 0 <= w.prob <= 1 for w in r.words)
+    assert [r.model_dump() for r in batched] == [r.model_dump() for r in single]
+    # A set language is the one every clip is decoded in (the prompt carries it).
+    forced = TransformersWhisperPaperExpert(HF_WHISPER, models, language="de", max_new_tokens=4)
+    assert {r.language for r in forced.analyze(clips[:2], {"vad": vad})} == {"de"}
+    assert forced.key_config()["language"] == "de" and expert.key_config()["precision"] == "fp32"
+
+
+def test_transformers_whisper_on_tiny_en_agrees_with_faster_whisper(tmp_path):
+    """The embedded tiny.en weights, written back as a transformers checkpoint, transcribe espeak speech as
+    faster-whisper does on the same weights: the same language, ≥ 90 % of the words the same (CTranslate2 and
+    torch round differently, so a near tie may go the other way), and on the words both wrote, the same times
+    and probabilities up to alignment noise. The check on real weights that the backend decodes, times and
+    scores right."""
+    import difflib
+
+    import soundfile as sf
+    import soxr
+    from faster_whisper import WhisperModel
+
+    from earmark.experts.asr import whisper_model_dir
+    from earmark.experts.paper.asr import transcribe_batch as ct2_batch
+    from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
+    from earmark.experts.paper.whisper_export import ct2_to_transformers
+
+    ct2_to_transformers(whisper_model_dir(), tmp_path / "models/openai/whisper-tiny.en")
+    sentences = [
+        "The train to the city leaves from platform four. Please water the plants while I am away.",
+        "Hello, my name is Peter. I live in a small town near the river, and I like to read books.",
+    ]
+    clips = []
+    for i, text in enumerate(sentences):
+        wav = tmp_path / f"s{i}.wav"
+        subprocess.run(["espeak-ng", "-w", str(wav), text], check=True, capture_output=True)
+        x, sr = sf.read(wav, dtype="float32")
+        clips.append(ClipAudio(f"s{i}", np.concatenate([np.zeros(SR // 2, np.float32), soxr.resample(x, sr, SR)])))
+    vad = {c.clip_id: activity(c.clip_id, 3.0) for c in clips}
+    ours = TransformersWhisperPaperExpert("openai/whisper-tiny.en", tmp_path / "models", batch_size=2).analyze(
+        clips, {"vad": vad}
+    )
+    fw = WhisperModel(str(whisper_model_dir()), device="cpu", compute_type="float32")
+    theirs = ct2_batch(fw, [c.samples for c in clips], language="en")
+    for r, t, said in zip(ours, theirs, sentences):
+        words = [w for s in t["segments"] for w in s["words"]]
+        a, b = [w.word for w in r.words], [w["word"].strip() for w in words]
+        match = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+        assert r.language == "en" and match.ratio() >= 0.9, (a, b)
+        assert difflib.SequenceMatcher(a=r.text.lower().split(), b=said.lower().split()).ratio() >= 0.8, r.text
+        pairs = [(r.words[m.a + k], words[m.b + k]) for m in match.get_matching_blocks() for k in range(m.size)]
+        assert len(pairs) >= 0.9 * len(b)
+        # Both time words by DTW through the alignment heads' attention; they differ where a word borders a
+        # pause (the frame count each crops to, the kernels' rounding), so the median is the tight check.
+        gaps = np.array([[w.start_s - x["start"], w.end_s - x["end"]] for w, x in pairs])
+        assert np.median(np.abs(gaps)) <= 0.03 and np.abs(gaps).max() <= 0.5, gaps
+        assert np.median([abs(w.prob - x["probability"]) for w, x in pairs]) <= 0.05
+        assert r.avg_logprob == pytest.approx(t["segments"][0]["avg_logprob"], abs=0.1)
+        # faster-whisper pads the log-mel frames with zeros, openai-whisper and transformers pad the audio
+        # with silence first: the encoders see different padding, so no-speech is only roughly the same.
+        assert r.no_speech_prob == pytest.approx(t["segments"][0]["no_speech_prob"], abs=0.15)
+    # On the same features the two models' encoders agree: every weight was carried over.
+    import ctranslate2
+    import torch
+    from transformers import WhisperForConditionalGeneration
+
+    hf = WhisperForConditionalGeneration.from_pretrained(str(tmp_path / "models/openai/whisper-tiny.en")).eval()
+    feats = fw.feature_extractor(clips[0].samples)[None, :, :3000]
+    feats = np.pad(feats, ((0, 0), (0, 0), (0, 3000 - feats.shape[-1]))).astype(np.float32)
+    ct2_enc = np.asarray(fw.model.encode(ctranslate2.StorageView.from_array(feats), to_cpu=True))
+    with torch.inference_mode():
+        hf_enc = hf.model.encoder(torch.from_numpy(feats)).last_hidden_state.numpy()
+    assert np.abs(ct2_enc - hf_enc).max() < 2e-2 and np.abs(ct2_enc - hf_enc).mean() < 1e-3
+
+
+def test_transformers_backend_is_chosen_by_config_and_refuses_a_ctranslate2_directory(models):
+    cfg = AnalyzeSection(
+        profile="paper",
+        models_dir=models,
+        tagger_model=TAGGER,
+        asr_backend="transformers",
+        asr_model=HF_WHISPER,
+        diarization_model=None,
+        gender_model=None,
+        emotion_model=None,
+        separation_model=None,
+        nisqa_model=None,
+    )
+    assert build_experts(cfg)["asr"].backend == f"transformers:{HF_WHISPER}"
+    with pytest.raises(
+        ValueError, match=r"asr_model .*faster-whisper-large-v3.* no transformers weights.*openai/whisper"
+    ):
+        build_experts(cfg.model_copy(update={"asr_model": WHISPER}))
 
 
 def test_configured_but_missing_packages_fail_clearly(models):
