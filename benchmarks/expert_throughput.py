@@ -18,9 +18,11 @@ CPU experts run concurrently. The stage's figure is then audio seconds / wall se
 to the last worker's end; each worker gets cores / N threads.
 
 `--profile paper` uses the models in `--models-dir`; `--random-models` first builds the paper_throughput.py
-stand-ins there (AST-base tagger, Whisper large-v3 dims in CTranslate2, NISQA v2.0, random weights) and turns
-off the paper parts it has no stand-in for (pyannote, attribute classifiers, demucs, music tagger: their
-embedded fallbacks run). `--set name=value` sets any other `[analyze]` field (`none` for None).
+stand-ins there (AST-base tagger, Whisper large-v3 dims in CTranslate2 — or as a transformers checkpoint with
+`--set asr_backend=transformers` —, NISQA v2.0, random weights) and turns off the paper parts it has no
+stand-in for (pyannote, attribute classifiers, demucs, music tagger: their embedded fallbacks run). Random
+Whisper weights never emit end-of-text: `--set asr_max_new_tokens=40` caps decoding at about what 10 s of
+speech needs. `--set name=value` sets any other `[analyze]` field (`none` for None).
 """
 
 from __future__ import annotations
@@ -191,15 +193,17 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
     fields: dict = {"profile": "paper", "device": args.device, "batch_size": args.batch_size}
     if args.models_dir:
         fields["models_dir"] = args.models_dir
+    sets = dict(item.partition("=")[::2] for item in args.set)
     if args.random_models:
-        from benchmarks.paper_throughput import NISQA, TAGGER, WHISPER, build
+        from benchmarks.paper_throughput import HF_WHISPER, NISQA, TAGGER, WHISPER, build
 
         root = args.models_dir or Path("/tmp/earmark-bench-models")
-        build(root, args.device)
+        backend = sets.get("asr_backend", "faster-whisper")
+        build(root, args.device, backend)
         fields.update(
             models_dir=root,
             tagger_model=TAGGER,
-            asr_model=WHISPER,
+            asr_model=HF_WHISPER if backend == "transformers" else WHISPER,
             asr_compute_type="float16" if args.device == "cuda" else "int8",
             nisqa_model=NISQA if (root / NISQA).exists() else None,
             diarization_model=None,
@@ -207,8 +211,7 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
             emotion_model=None,
             separation_model=None,
         )
-    for item in args.set:
-        name, _, value = item.partition("=")
+    for name, value in sets.items():
         fields[name] = None if value.lower() == "none" else value
     return AnalyzeSection(**fields)
 

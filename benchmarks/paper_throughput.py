@@ -6,7 +6,8 @@
 Random weights run the same FLOPs as the real ones, except in decoding: a random Whisper never emits
 end-of-text, so decoding is capped at `--asr-tokens` new tokens per clip (default 40, about what 10 s
 of real speech needs). Models are built once into `--models-dir` (default /tmp/earmark-bench-models):
-AST-base AudioSet tagger (527 labels, 2 s windows), Whisper large-v3 dims converted to CTranslate2,
+AST-base AudioSet tagger (527 labels, 2 s windows), Whisper large-v3 dims converted to CTranslate2 (or, with
+`--asr-backend transformers`, as a transformers checkpoint run in `--precision`),
 NISQA v2.0 (torchmetrics), DNSMOS (speechmos' real models; batched as the paper profile runs it, and one clip
 at a time as the embedded profile does), demucs htdemucs only if the `demucs`
 package and its weights are present. Audio is noise with a tone; VAD context says every clip has speech,
@@ -34,6 +35,7 @@ from earmark.schemas.records import SpeechActivity, TimeSpan  # noqa: E402
 
 TAGGER = "bench/ast-base-audioset"
 WHISPER = "bench/whisper-large-v3-ct2"
+HF_WHISPER = "bench/whisper-large-v3-hf"
 NISQA = "bench/nisqa.tar"
 
 
@@ -44,10 +46,13 @@ def audioset_labels() -> list[str]:
     return named + [f"sound event {i}" for i in range(527 - len(named))]  # 527 outputs, as AudioSet
 
 
-def build(root: Path, device: str) -> None:
+def build(root: Path, device: str, asr_backend: str = "faster-whisper") -> None:
     if not (root / TAGGER / "config.json").exists():
         rw.ast_classifier(root / TAGGER, audioset_labels(), **rw.AST_BASE)
-    if not (root / WHISPER / "model.bin").exists():
+    if asr_backend == "transformers":
+        if not (root / HF_WHISPER / "generation_config.json").exists():
+            rw.whisper_hf(root / HF_WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100)
+    elif not (root / WHISPER / "model.bin").exists():
         rw.whisper_ct2(root / WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100, quantization="float16")
     if importlib.util.find_spec("torchmetrics") and not (root / NISQA).exists():
         from earmark.experts.paper.nisqa import random_checkpoint
@@ -87,11 +92,13 @@ def main() -> None:
     ap.add_argument(
         "--compute-type", default=None, help="CTranslate2 compute type (default int8 on cpu, float16 on cuda)"
     )
+    ap.add_argument("--asr-backend", default="faster-whisper", choices=["faster-whisper", "transformers"])
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"], help="transformers backends")
     ap.add_argument("--models-dir", type=Path, default=Path("/tmp/earmark-bench-models"))
     ap.add_argument("--only", default="tags,asr,dnsmos,nisqa,separation")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    build(args.models_dir, args.device)
+    build(args.models_dir, args.device, args.asr_backend)
     batch = clips(args.clips, args.clip_s)
     audio_s = args.clips * args.clip_s
     vad = {
@@ -120,7 +127,19 @@ def main() -> None:
                 audio_s,
             )
         )
-    if "asr" in only:
+    if "asr" in only and args.asr_backend == "transformers":
+        from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
+
+        asr = TransformersWhisperPaperExpert(
+            HF_WHISPER,
+            args.models_dir,
+            device=args.device,
+            precision=args.precision,
+            batch_size=args.batch_size,
+            max_new_tokens=args.asr_tokens,
+        )
+        rows.append(timed("asr", asr, batch, {"vad": vad}, audio_s))
+    elif "asr" in only:
         from earmark.experts.paper.asr import FasterWhisperPaperExpert
 
         ct = args.compute_type or ("float16" if args.device == "cuda" else "int8")
