@@ -27,6 +27,7 @@ from tests.test_experts_offline import _domain
 from tests.test_experts_paper import (
     EMOTION,
     GENDER,
+    HF_WHISPER,
     SR,
     TAGGER,
     WHISPER,
@@ -98,14 +99,20 @@ def test_whisperx_aligns_a_known_transcript_with_the_ctc_model(paper_models, dev
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_whisper_then_whisperx_in_the_asr_expert(paper_models, device):
+@pytest.mark.parametrize("backend", ["faster-whisper", "transformers"])
+def test_whisper_then_whisperx_in_the_asr_expert(paper_models, device, backend):
     from earmark.experts.paper.asr import FasterWhisperPaperExpert
+    from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
 
     clips = [noise_clip("c0", 3.0), noise_clip("c1", 6.0, 1), noise_clip("c2", 1.0, 2)]
     vad = {c.clip_id: activity(c.clip_id, 0.0 if c.clip_id == "c2" else 1.0) for c in clips}
-    expert = FasterWhisperPaperExpert(
-        WHISPER, paper_models, device=device, align_model=ALIGN, batch_size=2, max_new_tokens=16
+    kind, model = (
+        (FasterWhisperPaperExpert, WHISPER)
+        if backend == "faster-whisper"
+        else (TransformersWhisperPaperExpert, HF_WHISPER)
     )
+    expert = kind(model, paper_models, device=device, align_model=ALIGN, batch_size=2, max_new_tokens=16)
+    assert expert.backend == f"{backend}:{model}+whisperx:{ALIGN}"
     recs = expert.analyze(clips, {"vad": vad})
     assert [r.skipped_reason for r in recs] == [None, None, "no speech detected by VAD"]
     for r, c in zip(recs[:2], clips):
