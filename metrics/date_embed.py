@@ -10,15 +10,19 @@ fast pass differs from upstream by rounding only (≈1e-7), far inside the 1e-4 
 
 from __future__ import annotations
 
+import json
 import logging
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from operator import attrgetter
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
-from earmark.metrics.date_weights import token_weights
+from earmark.metrics.date_weights import sentence_weights, word_statistics
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +58,8 @@ def tokenize(model, texts: Sequence[str]) -> tuple[torch.Tensor, torch.Tensor | 
     lists per sentence and spends ~10x the Rust tokenizer's time converting them (50 of 61 s of a GPU
     run's encoding, docs/benchmarks.md). So the texts are encoded by the model's Rust tokenizer
     (`encode_batch`, all cores; `encode` gives each distinct sentence once), and the result is checked
-    against the library's path on a probe (the corpus' longest sentences and a spread of others): any
-    difference and the library's path is used."""
+    against the library's path on a probe of every corpus (its longest sentences and a spread of others):
+    any difference and the library's path is used."""
     texts = list(texts)
     fast = _rust_tokenize(model, texts)
     if fast is not None:
@@ -71,7 +75,9 @@ PROBE_ROWS = 256
 
 
 def _probe(texts: list[str]) -> list[int]:
-    longest = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)[: PROBE_ROWS // 2]
+    """The probe's rows: the PROBE_ROWS / 2 longest texts (ties in corpus order) and a spread of the rest."""
+    lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    longest = np.argsort(-lengths, kind="stable")[: PROBE_ROWS // 2].tolist()
     spread = range(0, len(texts), max(1, len(texts) // (PROBE_ROWS // 2)))
     return sorted(set(longest) | set(spread))
 
@@ -83,41 +89,77 @@ def _library_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tens
     return feats["input_ids"], feats.get("token_type_ids")
 
 
+@dataclass(frozen=True)
+class _RustCopy:
+    """A model tokenizer's Rust backend, copied once with upstream's truncation and no padding."""
+
+    tokenizer: Tokenizer
+    zero_type_ids: bool  # a single sentence's type ids are 0 at every position (see _single_type_ids_zero)
+
+
+_RUST_COPIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model tokenizer → {limit: _RustCopy}
+
+
+def _rust_copy(tok, limit: int) -> _RustCopy:
+    """The copy of `tok`'s backend for truncation at `limit`, made once per tokenizer object and limit.
+
+    Copying from JSON took 1.3 s of a 47-corpus GPU run when it was redone per corpus. The copy is taken
+    when a tokenizer is first used; every corpus is still checked against the library's path (`tokenize`),
+    so a tokenizer changed in place afterwards sends a corpus down that path where the probe sees it."""
+    copies = _RUST_COPIES.setdefault(tok, {})
+    if limit not in copies:
+        config = tok.backend_tokenizer.to_str()
+        rust = Tokenizer.from_str(config)  # a copy: the model's own tokenizer keeps its settings
+        rust.no_padding()
+        rust.enable_truncation(max_length=limit, strategy="longest_first")
+        copies[limit] = _RustCopy(rust, _single_type_ids_zero(json.loads(config).get("post_processor")))
+    return copies[limit]
+
+
+def _single_type_ids_zero(post_processor: dict | None) -> bool:
+    """Whether this post-processor gives every token of a single sentence type id 0. The model gives its
+    tokens type id 0 (1 only to a pair's second sentence); only a template can set another. Unknown
+    processors: False (the ids are then read per token)."""
+    if post_processor is None or post_processor.get("type") in ("BertProcessing", "RobertaProcessing"):
+        return True
+    if post_processor.get("type") == "TemplateProcessing":
+        return all(piece.get("type_id", 0) == 0 for item in post_processor["single"] for piece in item.values())
+    return False
+
+
 def _rust_tokenize(model, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """The same ids through the Rust tokenizer; None where the model has none."""
     tok = getattr(model[0], "tokenizer", None)
     backend = getattr(tok, "backend_tokenizer", None)
     if backend is None or not texts or tok.padding_side != "right":
         return None
-    from tokenizers import Tokenizer
-
-    rust = Tokenizer.from_str(backend.to_str())  # a copy: the model's own tokenizer keeps its settings
-    rust.no_padding()
     limit = min(int(getattr(model, "max_seq_length", None) or tok.model_max_length), int(tok.model_max_length))
-    rust.enable_truncation(max_length=limit, strategy="longest_first")
-    encode = getattr(rust, "encode_batch_fast", rust.encode_batch)
+    copy = _rust_copy(tok, limit)
+    encode = getattr(copy.tokenizer, "encode_batch_fast", copy.tokenizer.encode_batch)
     encodings = encode([str(t).strip() for t in texts])
-    lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(encodings))
-    width = int(lengths.max())
-    filled = np.arange(width)[None, :] < lengths[:, None]
-    ids = np.full((len(texts), width), tok.pad_token_id or 0, dtype=np.int64)
-    ids[filled] = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=np.int64, count=int(lengths.sum()))
-    types = np.zeros((len(texts), width), dtype=np.int64)
-    types[filled] = np.fromiter(
-        chain.from_iterable(e.type_ids for e in encodings), dtype=np.int64, count=int(lengths.sum())
-    )
+    lengths = np.fromiter(map(len, encodings), dtype=np.int64, count=len(encodings))
+    ids = _padded(encodings, "ids", lengths, tok.pad_token_id or 0)
+    types = np.zeros_like(ids) if copy.zero_type_ids else _padded(encodings, "type_ids", lengths, 0)
     return torch.from_numpy(ids), torch.from_numpy(types)
 
 
+def _padded(encodings: list, field: str, lengths: np.ndarray, pad: int) -> np.ndarray:
+    """One field of the encodings as an (N × longest) int64 array, right-padded with `pad`."""
+    filled = np.arange(int(lengths.max()))[None, :] < lengths[:, None]
+    out = np.full(filled.shape, pad, dtype=np.int64)
+    values = chain.from_iterable(map(attrgetter(field), encodings))
+    out[filled] = np.fromiter(values, dtype=np.int64, count=int(lengths.sum()))
+    return out
+
+
 def _same_rows(fast, probe: list[int], ids: torch.Tensor, token_type_ids: torch.Tensor | None) -> bool:
-    fast_ids, fast_types = fast
+    fast_ids, fast_types = (None if t is None else t.numpy() for t in fast)
     width = ids.shape[1]
-    rows = torch.as_tensor(probe)
-    if width > fast_ids.shape[1] or not torch.equal(fast_ids[rows, :width], ids.long()):
+    if width > fast_ids.shape[1] or not np.array_equal(fast_ids[probe, :width], ids.numpy()):
         return False
-    if bool((fast_ids[rows, width:] != 0).any()):
+    if bool((fast_ids[probe, width:] != 0).any()):
         return False
-    return token_type_ids is None or torch.equal(fast_types[rows, :width], token_type_ids.long())
+    return token_type_ids is None or np.array_equal(fast_types[probe, :width], token_type_ids.numpy())
 
 
 def word_table(model) -> torch.nn.Module:
@@ -150,7 +192,9 @@ def encode(model, texts: Sequence[str], device: torch.device, batch_size: int, h
     distinct_ids, distinct_types = tokenize(model, [texts[i] for i in first])
     ids = distinct_ids[inverse]
     token_type_ids = None if distinct_types is None else distinct_types[inverse]
-    corpus = Corpus(ids, token_type_ids, token_weights(ids, word_table(model), vocab_size(model), device))
+    # the idf counts every row, duplicates included; the weights are computed once per distinct row
+    statistics = word_statistics(ids, word_table(model), vocab_size(model), device)
+    corpus = Corpus(ids, token_type_ids, sentence_weights(distinct_ids, *statistics)[inverse])
     lengths = (ids[first] != 0).sum(1)
     order = torch.argsort(lengths, descending=True)
     dim_of = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
