@@ -268,6 +268,7 @@ def transcribe_batch(
         sampling_rate=SAMPLE_RATE,
         return_tensors="pt",
         return_attention_mask=True,
+        device=w.device,  # the log-mel STFT on the GPU where the model is (torch's, as the CPU path)
     )
     features = feats.input_features.to(w.device, w.dtype)
     mask = feats.attention_mask.to(w.device)
