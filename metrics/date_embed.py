@@ -106,14 +106,20 @@ def _rust_copy(tok, limit: int) -> _RustCopy:
     Copying from JSON took 1.3 s of a 47-corpus GPU run when it was redone per corpus. The copy is taken
     when a tokenizer is first used; every corpus is still checked against the library's path (`tokenize`),
     so a tokenizer changed in place afterwards sends a corpus down that path where the probe sees it."""
-    copies = _RUST_COPIES.setdefault(tok, {})
+    try:
+        copies = _RUST_COPIES.setdefault(tok, {})
+    except TypeError:  # a tokenizer class without hash or weak references: a copy per call, as before
+        copies = {}
     if limit not in copies:
-        config = tok.backend_tokenizer.to_str()
-        rust = Tokenizer.from_str(config)  # a copy: the model's own tokenizer keeps its settings
-        rust.no_padding()
-        rust.enable_truncation(max_length=limit, strategy="longest_first")
-        copies[limit] = _RustCopy(rust, _single_type_ids_zero(json.loads(config).get("post_processor")))
+        copies[limit] = _new_rust_copy(tok.backend_tokenizer.to_str(), limit)
     return copies[limit]
+
+
+def _new_rust_copy(config: str, limit: int) -> _RustCopy:
+    rust = Tokenizer.from_str(config)  # a copy: the model's own tokenizer keeps its settings
+    rust.no_padding()
+    rust.enable_truncation(max_length=limit, strategy="longest_first")
+    return _RustCopy(rust, _single_type_ids_zero(json.loads(config).get("post_processor")))
 
 
 def _single_type_ids_zero(post_processor: dict | None) -> bool:

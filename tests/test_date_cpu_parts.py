@@ -114,6 +114,17 @@ def test_cached_rust_tokenizer_gives_a_fresh_copys_ids(sbert, references):
     assert not date_embed._single_type_ids_zero(pair_template)
 
 
+def test_an_unhashable_tokenizer_gets_a_copy_per_call(sbert):
+    class Unhashable:
+        __hash__ = None
+        backend_tokenizer = sbert[0].tokenizer.backend_tokenizer
+
+    tok = Unhashable()
+    first, second = date_embed._rust_copy(tok, 256), date_embed._rust_copy(tok, 256)
+    assert first is not second
+    assert first.tokenizer.encode("a dog barks").ids == second.tokenizer.encode("a dog barks").ids
+
+
 def test_per_token_type_ids_path_equals_the_zero_path(sbert, references, monkeypatch):
     zero = date_embed._rust_tokenize(sbert, references)
     copy = date_embed._rust_copy(sbert[0].tokenizer, 256)
