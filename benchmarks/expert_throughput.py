@@ -8,7 +8,8 @@ every expert of the profile in dependency order on all clips as one batch, as on
 the profile's routing (separation and music analysis only where the domain decision has music, ASR,
 diarization, speaker attributes and speech quality only on VAD speech). Each expert first runs once on one
 clip (all experts, in order, before any is timed) so model loading and compilation stay out of the timing
-(reported separately as `warmup_s`).
+(reported separately as `warmup_s`). `--save-clips DIR` only writes the decoded clips as FLAC; `--clips DIR` runs
+on them instead of generating the corpus (a machine without espeak-ng or DuckDB: see docs/benchmarks.md).
 × real time = seconds of audio / seconds of compute; the total is the stage's, Σ over its experts.
 
 `--workers N [M …]` runs N processes (then M, … in the same run), as N analyze workers of one node would: the clips are dealt round robin (each
@@ -39,13 +40,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from earmark.config import (
-    AnalyzeSection,  # noqa: E402
-    IngestSection,
-)
-from earmark.corpus import generate_corpus  # noqa: E402
+from earmark.config import AnalyzeSection  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
-from earmark.stages.ingest import decode_clip, ingest_file  # noqa: E402
+from earmark.experts.base import ClipAudio  # noqa: E402
 
 
 def _cuda_peak() -> float | None:
@@ -68,7 +65,12 @@ def _reset_cuda_peak() -> None:
             torch.cuda.reset_peak_memory_stats()
 
 
-def corpus_clips(per_domain: int, seed: int, workdir: Path) -> list:
+def corpus_clips(per_domain: int, seed: int, workdir: Path) -> list[ClipAudio]:
+    """The synthetic corpus (espeak-ng for its speech), ingested and decoded as the analyze stage sees it."""
+    from earmark.config import IngestSection
+    from earmark.corpus import generate_corpus
+    from earmark.stages.ingest import decode_clip, ingest_file
+
     clips = []
     for item in generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False):
         rows, _ = ingest_file(item.path, IngestSection())
@@ -76,8 +78,29 @@ def corpus_clips(per_domain: int, seed: int, workdir: Path) -> list:
     return clips
 
 
-def run(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection | None = None) -> dict:
-    clips = corpus_clips(per_domain, seed, workdir)
+def save_clips(clips: list[ClipAudio], out: Path) -> None:
+    """The decoded clips as FLAC files plus their order, so a machine without espeak-ng, DuckDB or the ingest
+    stage's dependencies (a lent GPU machine) runs the stage on the very same audio (`--clips`)."""
+    import soundfile as sf
+
+    out.mkdir(parents=True, exist_ok=True)
+    for i, c in enumerate(clips):
+        sf.write(out / f"{i:05d}.flac", c.samples, c.sample_rate, subtype="PCM_16")
+    (out / "clips.json").write_text(json.dumps([c.clip_id for c in clips]))
+
+
+def load_clips(folder: Path) -> list[ClipAudio]:
+    import soundfile as sf
+
+    ids = json.loads((folder / "clips.json").read_text())
+    out = []
+    for i, clip_id in enumerate(ids):
+        data, sr = sf.read(folder / f"{i:05d}.flac", dtype="float32")
+        out.append(ClipAudio(clip_id=clip_id, samples=data, sample_rate=sr))
+    return out
+
+
+def run(clips: list[ClipAudio], cfg: AnalyzeSection | None = None) -> dict:
     audio_s = sum(c.duration_s for c in clips)
     per_expert = _run_experts(clips, cfg or AnalyzeSection())["experts"]
     total = sum(v.pop("raw_s") for v in per_expert.values())
@@ -139,8 +162,7 @@ def _worker(clips: list, cfg: AnalyzeSection, threads: int, start, gpu_lock) -> 
     return _run_experts(clips, cfg, start, gpu_lock)
 
 
-def run_workers(per_domain: int, seed: int, workdir: Path, cfg: AnalyzeSection, workers: int) -> dict:
-    clips = corpus_clips(per_domain, seed, workdir)
+def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int) -> dict:
     audio_s = sum(c.duration_s for c in clips)
     shares = [clips[i::workers] for i in range(workers)]
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -230,15 +252,24 @@ def main(argv: list[str] | None = None) -> int:
         "--workers", type=int, nargs="+", default=[1], help="processes, as analyze workers of one node (several: each)"
     )
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="another [analyze] field")
+    parser.add_argument(
+        "--save-clips", type=Path, metavar="DIR", help="write the clips there (FLAC + order), time nothing"
+    )
+    parser.add_argument("--clips", type=Path, metavar="DIR", help="run on clips saved by --save-clips instead")
     args = parser.parse_args(argv)
     cfg = paper_config(args) if args.profile == "paper" else AnalyzeSection()
+    if args.clips:
+        clips = load_clips(args.clips)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            clips = corpus_clips(args.per_domain, args.seed, Path(tmp))
+    if args.save_clips:
+        save_clips(clips, args.save_clips)
+        print(f"{len(clips)} clips, {sum(c.duration_s for c in clips):.1f} s of audio, written to {args.save_clips}")
+        return 0
     results = []
     for workers in args.workers:  # several counts: one after the other in this run, on the same clips
-        with tempfile.TemporaryDirectory() as tmp:
-            if workers > 1:
-                result = run_workers(args.per_domain, args.seed, Path(tmp), cfg, workers)
-            else:
-                result = run(args.per_domain, args.seed, Path(tmp), cfg)
+        result = run_workers(clips, cfg, workers) if workers > 1 else run(clips, cfg)
         print(
             f"{result['profile']} profile, {workers} worker(s): {result['clips']} clips, {result['audio_s']} s of "
             f"audio, {result['cpu_count']} CPUs\n"
