@@ -31,8 +31,9 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from benchmarks.paper_throughput import all_speech  # noqa: E402
 from earmark.experts.base import ClipAudio  # noqa: E402
-from earmark.schemas.records import SpeechActivity, TimeSpan, Transcript  # noqa: E402
+from earmark.schemas.records import Transcript  # noqa: E402
 
 SR = 16_000
 TINY_EN = "openai/whisper-tiny.en"
@@ -115,19 +116,7 @@ def main() -> None:
         ct2_to_transformers(whisper_model_dir(), root / TINY_EN)
         clips, said = speech_clips(args.clips, Path(tmp))
         audio_s = sum(c.duration_s for c in clips)
-        vad = {
-            c.clip_id: SpeechActivity(
-                clip_id=c.clip_id,
-                expert="vad",
-                backend="bench",
-                expert_version="1",
-                segments=[TimeSpan(start_s=0.0, end_s=c.duration_s)],
-                speech_s=c.duration_s,
-                speech_ratio=1.0,
-                max_prob=1.0,
-            )
-            for c in clips
-        }
+        vad = all_speech(clips)
         runs: dict[str, tuple[list[Transcript], float]] = {}
         try:
             from earmark.experts.paper.asr import FasterWhisperPaperExpert

@@ -74,6 +74,23 @@ def clips(n: int, seconds: float) -> list[ClipAudio]:
     ]
 
 
+def all_speech(clips: list[ClipAudio]) -> dict[str, SpeechActivity]:
+    """A VAD table saying every clip is speech from start to end."""
+    return {
+        c.clip_id: SpeechActivity(
+            clip_id=c.clip_id,
+            expert="vad",
+            backend="bench",
+            expert_version="1",
+            segments=[TimeSpan(start_s=0.0, end_s=c.duration_s)],
+            speech_s=c.duration_s,
+            speech_ratio=1.0,
+            max_prob=1.0,
+        )
+        for c in clips
+    }
+
+
 def timed(name: str, expert, batch: list[ClipAudio], context: dict, audio_s: float) -> dict:
     expert.analyze(batch[:1], context)  # load once, warm up
     t0 = time.perf_counter()
@@ -104,19 +121,7 @@ def main() -> None:
     build(args.models_dir, args.device, args.asr_backend, args.whisper_tokenizer)
     batch = clips(args.clips, args.clip_s)
     audio_s = args.clips * args.clip_s
-    vad = {
-        c.clip_id: SpeechActivity(
-            clip_id=c.clip_id,
-            expert="vad",
-            backend="bench",
-            expert_version="1",
-            segments=[TimeSpan(start_s=0.0, end_s=args.clip_s)],  # all speech: DNSMOS scores every clip
-            speech_s=args.clip_s,
-            speech_ratio=1.0,
-            max_prob=1.0,
-        )
-        for c in batch
-    }
+    vad = all_speech(batch)  # DNSMOS, ASR and NISQA score every clip
     rows = []
     if "tags" in only:
         from earmark.experts.paper.tagger import AudioSetTagsExpert

@@ -15,8 +15,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from benchmarks.date_cpu_parts import _previous_loop  # noqa: E402  (the loop before 2026-11-26, verbatim)
 from earmark.metrics import date_embed, date_weights  # noqa: E402
-from earmark.metrics.date_weights import CLS, SEP, _valid, sentence_weights, word_statistics  # noqa: E402
+from earmark.metrics.date_weights import sentence_weights, word_statistics  # noqa: E402
 from earmark.metrics.similarity import load_sbert  # noqa: E402
 
 
@@ -34,34 +35,6 @@ def references() -> list[str]:
             for v in json.loads(line).values():
                 out.extend([*v["long"], *v["short"]])
     return out + ["", "a a a a", "[SEP] inside [CLS] the text", " ".join(["very long"] * 200)] + out[:50]
-
-
-def _previous_loop(ids: torch.Tensor, vocab: np.ndarray, word_sim: np.ndarray, idf: np.ndarray) -> torch.Tensor:
-    """`token_weights`' numpy part before 2026-11-26, verbatim (one group per token count, serial)."""
-    weights = torch.ones(ids.shape, dtype=torch.float16)
-    ids_np = ids.numpy()
-    valid = _valid(ids).numpy()
-    word_index = np.searchsorted(vocab, np.where(valid, ids_np, vocab[0]))
-    counts = valid.sum(1)
-    out = weights.numpy()
-    rows_all = np.arange(len(ids_np))
-    for k in np.unique(counts[counts > 0]):
-        rows = rows_all[counts == k]
-        pos = np.argsort(~valid[rows], axis=1, kind="stable")[:, :k]
-        words = np.take_along_axis(word_index[rows], pos, axis=1)
-        sub = word_sim[words[:, :, None], words[:, None, :]]
-        tf = np.sum(np.square(sub).reshape(-1, k), axis=1).reshape(-1, k)
-        w = tf * idf[words]
-        mean = np.mean(w, axis=1)
-        scale = mean > 1e-9
-        w[scale] = w[scale] / mean[scale, None]
-        out[rows[:, None], pos] = w.astype(np.float16)
-        cls = rows[ids_np[rows, 0] == CLS]
-        out[cls, 0] = w.max(axis=1)[ids_np[rows, 0] == CLS].astype(np.float16)
-        is_sep = ids_np[rows] == SEP
-        has_sep = is_sep.any(1)
-        out[rows[has_sep], is_sep.argmax(1)[has_sep]] = w.min(axis=1)[has_sep].astype(np.float16)
-    return weights
 
 
 def _bits(t: torch.Tensor) -> np.ndarray:

@@ -124,6 +124,31 @@ def _whisperx_align(align_model: Any, metadata: Any, result: dict, audio: np.nda
     ]
 
 
+def whisperx_words(align_path: Any, device: str, result: dict, audio: np.ndarray) -> list[dict]:
+    """`_whisperx_align` with the language's CTC model from `align_path`, loaded once per worker."""
+    import whisperx
+
+    lang = result["language"]
+    model, meta = load_once(
+        f"whisperx-align:{align_path}:{lang}:{device}",
+        lambda: whisperx.load_align_model(lang, device, model_name=str(align_path)),
+    )
+    return _whisperx_align(model, meta, result, audio, device)
+
+
+def clip_words(words: Sequence[dict], duration: float) -> list[Word]:
+    """Word records; Whisper pads to 30 s, so a word can be stamped past the clip's end: clamp to the clip."""
+    return [
+        Word(
+            word=w["word"].strip(),
+            start_s=round(min(float(w["start"]), duration), 3),
+            end_s=round(min(float(w["end"]), duration), 3),
+            prob=round(float(w["probability"]), 4),
+        )
+        for w in words
+    ]
+
+
 class FasterWhisperPaperExpert(Expert):
     name, version, record, needs = "asr", "1", Transcript, ("vad",)
 
@@ -200,14 +225,7 @@ class FasterWhisperPaperExpert(Expert):
         ]
 
     def _align(self, result: dict, audio: np.ndarray) -> list[dict]:
-        import whisperx
-
-        lang = result["language"]
-        model, meta = load_once(
-            f"whisperx-align:{self.align_path}:{lang}:{self.device}",
-            lambda: whisperx.load_align_model(lang, self.device, model_name=str(self.align_path)),
-        )
-        return _whisperx_align(model, meta, result, audio, self.device)
+        return whisperx_words(self.align_path, self.device, result, audio)
 
     def _record(
         self, clip: ClipAudio, activity: SpeechActivity, result: dict | None, audio: np.ndarray | None
@@ -217,17 +235,10 @@ class FasterWhisperPaperExpert(Expert):
         duration = audio.size / SAMPLE_RATE
         segs = result["segments"]
         # Whisper pads to 30 s, so a word can be stamped past the clip's end: clamp to the clip.
-        words = [
-            Word(
-                word=w["word"].strip(),
-                start_s=round(min(float(w["start"]), duration), 3),
-                end_s=round(min(float(w["end"]), duration), 3),
-                prob=round(float(w["probability"]), 4),
-            )
-            # With whisperX configured its words are the words, even none (nothing aligned): never Whisper's
-            # own under a +whisperx backend.
-            for w in (result["aligned_words"] if "aligned_words" in result else [w for s in segs for w in s["words"]])
-        ]
+        # With whisperX configured its words are the words, even none (nothing aligned): never Whisper's own
+        # under a +whisperx backend.
+        aligned = result["aligned_words"] if "aligned_words" in result else [w for s in segs for w in s["words"]]
+        words = clip_words(aligned, duration)
         return Transcript(
             **self.lineage(clip.clip_id),
             text=" ".join(s["text"].strip() for s in segs).strip(),

@@ -27,8 +27,8 @@ from earmark.experts.asr import skipped_transcript
 from earmark.experts.audio import samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
 from earmark.experts.models import require_package, require_weights
-from earmark.experts.paper.asr import APPEND_PUNCT, PREPEND_PUNCT, _whisperx_align
-from earmark.schemas.records import SpeechActivity, Transcript, Word
+from earmark.experts.paper.asr import APPEND_PUNCT, PREPEND_PUNCT, clip_words, whisperx_words
+from earmark.schemas.records import SpeechActivity, Transcript
 
 Precision = Literal["fp32", "bf16", "fp16"]
 _DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -302,7 +302,7 @@ def transcribe_batch(
         seqs = sequences.cpu().numpy()
         kept = [_until_eot(seqs[i].tolist(), w.eot) for i in range(len(audios))]
         texts = [[t for t in tokens if t < w.eot] for tokens in kept]
-        starts, probs = _align(w, encoded, prompt, texts, [a.size for a in audios])
+        starts, probs = _word_alignment(w, encoded, prompt, texts, [a.size for a in audios])
     out: list[dict] = []
     for i, audio in enumerate(audios):
         n = len(kept[i])
@@ -327,7 +327,7 @@ def _until_eot(tokens: list[int], eot: int) -> list[int]:
     return tokens[: tokens.index(eot)] if eot in tokens else tokens
 
 
-def _align(
+def _word_alignment(
     w: HFWhisper, encoded: Any, prompt: Any, texts: list[list[int]], samples: list[int]
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per clip: the start times of its text tokens and of <|endoftext|> (cross-attention DTW), and its text
@@ -439,18 +439,8 @@ class TransformersWhisperPaperExpert(Expert):
         if self.align_path is not None:
             for i, r in results.items():
                 if r["segments"]:
-                    r["words"] = self._align(r, audios[i])
+                    r["words"] = whisperx_words(self.align_path, self.device, r, audios[i])
         return [self._record(c, vad[c.clip_id], results.get(i), audios.get(i)) for i, c in enumerate(clips)]  # type: ignore[arg-type]
-
-    def _align(self, result: dict, audio: np.ndarray) -> list[dict]:
-        import whisperx
-
-        lang = result["language"]
-        model, meta = load_once(
-            f"whisperx-align:{self.align_path}:{lang}:{self.device}",
-            lambda: whisperx.load_align_model(lang, self.device, model_name=str(self.align_path)),
-        )
-        return _whisperx_align(model, meta, result, audio, self.device)
 
     def _record(
         self, clip: ClipAudio, activity: SpeechActivity, result: dict | None, audio: np.ndarray | None
@@ -464,15 +454,7 @@ class TransformersWhisperPaperExpert(Expert):
             text=" ".join(s["text"].strip() for s in segs).strip(),
             language=result["language"],
             language_prob=round(result["language_prob"], 4),
-            words=[
-                Word(
-                    word=w["word"].strip(),
-                    start_s=round(min(float(w["start"]), duration), 3),
-                    end_s=round(min(float(w["end"]), duration), 3),
-                    prob=round(float(w["probability"]), 4),
-                )
-                for w in result["words"]
-            ],
+            words=clip_words(result["words"], duration),
             avg_logprob=round(result["avg_logprob"], 4) if segs else 0.0,
             no_speech_prob=round(result["no_speech_prob"], 4) if segs else 1.0,
             vad_speech_s=activity.speech_s,
