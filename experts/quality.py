@@ -76,6 +76,12 @@ def p808_features(window: np.ndarray) -> np.ndarray:
     return ((librosa.power_to_db(mel, ref=np.max) + 40) / 40).T.astype(np.float32)
 
 
+def _onnx_cuda() -> bool:
+    import onnxruntime
+
+    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+
+
 class BatchedDNSMOS:
     """DNSMOS over many clips at once: every window of every clip, `batch_size` windows per ONNX call, on ONNX
     Runtime's CUDA provider when `device` is "cuda" and this worker's onnxruntime has it, else on the CPU."""
@@ -84,7 +90,7 @@ class BatchedDNSMOS:
         import onnxruntime
 
         available = onnxruntime.get_available_providers()
-        cuda = device.startswith("cuda") and "CUDAExecutionProvider" in available
+        cuda = device.startswith("cuda") and _onnx_cuda()
         providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
         self.primary = onnxruntime.InferenceSession(str(_models() / "sig_bak_ovr.onnx"), providers=providers)
         self.p808 = onnxruntime.InferenceSession(str(_models() / "model_v8.onnx"), providers=providers)
@@ -128,6 +134,12 @@ class DNSMOSExpert(Expert):
     def __init__(self, min_speech_s: float = 1.0, device: str = "cpu", batch_size: int = 1) -> None:
         self.min_speech_s = min_speech_s
         self.device, self.batch_size = device, batch_size  # batch_size > 1: BatchedDNSMOS (not in the key)
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Only where ONNX Runtime can score on the GPU: on a CUDA worker without `onnxruntime-gpu` DNSMOS runs
+        on the CPU, and holding the `gpu` slot meanwhile would stall the GPU experts of other shards."""
+        return super().uses_gpu and self.batch_size > 1 and _onnx_cuda()
 
     def key_config(self) -> dict[str, Any]:
         # Personalized DNSMOS (penalizes interfering talkers) is a different model; we use the standard one.

@@ -179,6 +179,19 @@ def test_dnsmos_batched_matches_one_clip_at_a_time(clips: dict[str, ClipAudio], 
         assert abs(float(reference[k]) - got[k]) <= 1e-5, (k, reference[k], got[k])
 
 
+def test_dnsmos_holds_the_gpu_slot_only_where_it_scores_on_the_gpu(monkeypatch) -> None:
+    """A CUDA worker without onnxruntime-gpu scores DNSMOS on the CPU: its shards must not hold the `gpu` slot
+    meanwhile (the GPU experts of other shards would wait on CPU work)."""
+    from earmark.experts import quality
+
+    monkeypatch.setattr(quality, "_onnx_cuda", lambda: False)
+    assert not DNSMOSExpert(device="cuda", batch_size=16).uses_gpu
+    monkeypatch.setattr(quality, "_onnx_cuda", lambda: True)
+    assert DNSMOSExpert(device="cuda", batch_size=16).uses_gpu
+    assert not DNSMOSExpert(device="cuda", batch_size=1).uses_gpu  # speechmos' own loop: the CPU
+    assert not DNSMOSExpert(device="cpu", batch_size=16).uses_gpu
+
+
 # ----------------------------------------------------------------------------------------- robustness
 def test_short_silent_and_empty_clips_do_not_crash(clips: dict[str, ClipAudio], vad_records: dict) -> None:
     edge = [clips["short"], clips["zeros"], clips["empty"]]

@@ -184,6 +184,12 @@ class PaperMusicExpert(Expert):
             multi_label,
         )
 
+    @property
+    def uses_gpu(self) -> bool:
+        """Only with a music tagger: librosa's analysis alone is CPU work, and holding the `gpu` slot for it
+        would stall the GPU experts of other shards."""
+        return super().uses_gpu and self.path is not None
+
     def key_config(self) -> dict[str, Any]:
         return {
             **self.analysis.key_config(),
