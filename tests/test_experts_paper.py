@@ -457,6 +457,9 @@ def test_music_tagger_labels_only_clips_with_music(models):
     assert {x.label for x in recs[0].tags} <= set(AUDIOSET_SUBSET) and recs[0].key is not None
     assert not recs[1].analyzed and recs[1].tags == [] and recs[1].tagger is None
     assert recs[0].backend.endswith(f"+tagger:{TAGGER}")
+    # the GPU slot only for the tagger: librosa's analysis alone is CPU work
+    assert PaperMusicExpert(TAGGER, models, device="cuda").uses_gpu
+    assert not PaperMusicExpert(None, models, device="cuda").uses_gpu
     levels = stem_levels({"vocals": np.ones(100, np.float32), "other": np.zeros(100, np.float32)})
     assert [(s.stem, s.energy_share, s.rms_dbfs) for s in levels] == [("vocals", 1.0, 0.0), ("other", 0.0, -120.0)]
 
@@ -517,6 +520,47 @@ def test_nisqa_forward_with_device_masks_is_torchmetrics_forward(tmp_path):
     with torch.inference_mode():
         assert torch.equal(forward(model, x, n_wins), model(x, n_wins))
     assert NISQAExpert("nisqa.tar", tmp_path, device="cuda").device == "cuda"
+
+
+def test_nisqa_torch_mel_spectrogram_is_librosas(tmp_path):
+    """The mel spectrogram a GPU worker computes in torch (`features="torch"`, the default off the CPU) is NISQA's
+    librosa one within 1e-3 dB, and the scores within 1e-5; the segments without padding to ms_max_segments give
+    torchmetrics' segments, so the librosa path's scores are bit for bit those of torchmetrics' helpers."""
+    pytest.importorskip("torchmetrics")
+    import soxr
+    import torch
+    from torchmetrics.functional.audio.nisqa import _get_librosa_melspec, _segment_specs
+
+    from earmark.experts.paper.nisqa import NISQAExpert, _load, forward, melspec_db, random_checkpoint, segments
+
+    random_checkpoint(tmp_path / "nisqa.tar")
+    model, args = _load(str(tmp_path / "nisqa.tar"), "cpu")
+    audios = [noise_clip("a", 1.2).samples, espeakish(3.0), noise_clip("c", 10.0, 2).samples]
+    padded, n_wins = [], []
+    for a in audios:
+        y = soxr.resample(a, SR, args["ms_sr"]).astype(np.float32)
+        ref = _get_librosa_melspec(y[None], args["ms_sr"], args)
+        ours = melspec_db(y, args["ms_sr"], args, "cpu").numpy()
+        assert ours.shape == ref.shape[1:] and np.abs(ours - ref[0]).max() < 1e-3
+        x, n = _segment_specs(torch.from_numpy(ref), args)
+        mine, m = segments(torch.from_numpy(ref[0]), args)
+        assert m == int(n) and torch.equal(mine, x[0, :m])
+        padded.append(x[0])
+        n_wins.append(int(n))
+    with torch.inference_mode():
+        upstream = forward(model, torch.stack(padded), torch.tensor(n_wins)).numpy()
+    lib = NISQAExpert("nisqa.tar", tmp_path).score(audios)
+    tor = NISQAExpert("nisqa.tar", tmp_path, features="torch").score(audios)
+    assert np.array_equal(lib, upstream) and np.abs(tor - lib).max() < 1e-5
+    assert NISQAExpert("nisqa.tar", tmp_path).features == "librosa"
+    assert NISQAExpert("nisqa.tar", tmp_path, device="cuda").features == "torch"
+
+
+def espeakish(seconds: float) -> np.ndarray:
+    """A voiced-like signal: a gliding 150 Hz harmonic tone in 4 Hz syllables over faint noise."""
+    t = np.arange(int(SR * seconds)) / SR
+    voiced = np.sin(2 * np.pi * (150 + 50 * np.sin(3 * t)) * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 4 * t))
+    return (0.3 * voiced + 0.01 * np.random.default_rng(7).standard_normal(t.size)).astype(np.float32)
 
 
 # ------------------------------------------------------------------------------- description

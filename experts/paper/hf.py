@@ -3,10 +3,16 @@
 Shared by the AudioSet tagger, the speaker-attribute classifiers and the music tagger. Loading is
 `local_files_only=True` always; remote code (CED) is trusted only when the model's own directory
 carries it (`auto_map` in its config.json), so nothing is fetched.
+
+An AST model's Kaldi filter banks are computed on the model's device when that is not the CPU (`ast_fbank`:
+the extractor's own torchaudio call, padding and normalisation, on device tensors): on the CPU they are host
+work that a GPU worker does while it holds the `gpu` slot (docs/benchmarks.md, `expert_throughput.py
+--host-share`).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from collections.abc import Sequence
@@ -36,6 +42,7 @@ class AudioClassifier:
     device: str
     masks_padding: bool  # the extractor returns an attention mask, so zero-padding does not change results
     lock: threading.Lock
+    device_fbank: bool = False  # an AST extractor on a GPU: its filter banks are computed there (`ast_fbank`)
 
 
 def _load(path: Path, device: str) -> AudioClassifier:
@@ -54,7 +61,31 @@ def _load(path: Path, device: str) -> AudioClassifier:
         device=device,
         masks_padding=bool(getattr(extractor, "return_attention_mask", False)),
         lock=threading.Lock(),
+        device_fbank=device != "cpu" and is_ast(extractor) and importlib.util.find_spec("torchaudio") is not None,
     )
+
+
+def is_ast(extractor: Any) -> bool:
+    return type(extractor).__name__ == "ASTFeatureExtractor"
+
+
+def ast_fbank(extractor: Any, audios: Sequence[np.ndarray], device: str) -> dict[str, Any]:
+    """`ASTFeatureExtractor(audios, return_tensors="pt")` computed on `device`: torchaudio's Kaldi fbank with the
+    extractor's settings per input, zero-padded or cut to its max_length frames, then its normalisation."""
+    import torch
+    import torchaudio.compliance.kaldi as ta_kaldi
+
+    rows = []
+    for audio in audios:
+        wave = torch.from_numpy(np.asarray(audio, dtype=np.float32)).to(device).unsqueeze(0)
+        fbank = ta_kaldi.fbank(
+            wave, sample_frequency=extractor.sampling_rate, window_type="hanning", num_mel_bins=extractor.num_mel_bins
+        )[: extractor.max_length]
+        rows.append(torch.nn.functional.pad(fbank, (0, 0, 0, extractor.max_length - fbank.shape[0])))
+    values = torch.stack(rows)
+    if extractor.do_normalize:
+        values = (values - extractor.mean) / (extractor.std * 2)
+    return {"input_values": values}
 
 
 def load_classifier(path: Path, device: str) -> AudioClassifier:
@@ -103,8 +134,13 @@ def classify(
         autocast = torch.autocast(device_type=device_type, dtype=getattr(torch, _DTYPES[precision]))
     probs = np.zeros((len(audios), len(clf.labels)), dtype=np.float32)
     for idx in _batches(audios, batch_size, clf.masks_padding):
-        feats = clf.extractor([audios[i] for i in idx], sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True)
-        feats = {k: v.to(clf.device) for k, v in feats.items()}
+        if clf.device_fbank:
+            feats = ast_fbank(clf.extractor, [audios[i] for i in idx], clf.device)
+        else:
+            feats = clf.extractor(
+                [audios[i] for i in idx], sampling_rate=SAMPLE_RATE, return_tensors="pt", padding=True
+            )
+            feats = {k: v.to(clf.device) for k, v in feats.items()}
         with clf.lock, torch.inference_mode(), autocast:
             logits = clf.model(**feats).logits.float()
         if activation == "sigmoid":

@@ -82,6 +82,27 @@ def test_ast_tagger_windows_on_device(paper_models, device):
     assert all(len(d.domain) == 3 for d in doms)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_ast_filter_banks_on_device_are_the_extractors(device):
+    """Off the CPU the tagger computes AST's Kaldi filter banks on its device (`hf.ast_fbank`): on the CPU they
+    are the extractor's own bit for bit (padding, cutting and normalisation included), on CUDA within 1e-3."""
+    import torch
+    from transformers import ASTFeatureExtractor
+
+    from earmark.experts.paper.hf import ast_fbank
+
+    extractor = ASTFeatureExtractor()
+    rng = np.random.default_rng(0)
+    audios = [(0.1 * rng.standard_normal(n)).astype(np.float32) for n in (32000, 8000, 200000)]
+    ref = extractor(audios, sampling_rate=16000, return_tensors="pt", padding=True)["input_values"]
+    ours = ast_fbank(extractor, audios, device)["input_values"]
+    assert ours.device.type == device and ours.shape == ref.shape == (3, extractor.max_length, extractor.num_mel_bins)
+    if device == "cpu":
+        assert torch.equal(ours, ref)
+    else:
+        assert (ours.cpu() - ref).abs().max() < 1e-3
+
+
 # ------------------------------------------------------------------------------- ASR + whisperX alignment
 @pytest.mark.parametrize("device", DEVICES)
 def test_whisperx_aligns_a_known_transcript_with_the_ctc_model(paper_models, device):
