@@ -17,14 +17,21 @@ tagger still runs and is timed.
 
 `--workers N [M …]` runs N processes (then M, … in the same run), as N analyze workers of one node would: the clips are dealt round robin (each
 worker keeps the domain mix), every worker loads its models and warms up, then all start together; experts
-that use the GPU hold one shared lock while they run (the flow's `gpu` concurrency slot, one per GPU) and
-CPU experts run concurrently. The stage's figure is then audio seconds / wall seconds from the common start
+that use the GPU hold one shared lock while they run (the flow's `gpu` concurrency slot, one per GPU;
+`--gpu-slots 2`: two slots, as `[run] gpus = 2` on one GPU would give, so one shard's host work overlaps
+another's device work) and CPU experts run concurrently. The stage's figure is then audio seconds / wall seconds from the common start
 to the last worker's end; each worker gets cores / N threads.
+
+`--host-share` (one worker) splits each expert's seconds into model forwards (inside outermost torch
+modules) and host work (everything else), and marks the experts whose shards hold the `gpu` slot on a CUDA
+worker with this one's packages. The slot's experts' host seconds bound what a faster GPU can give the
+stage: audio seconds / their sum is its ceiling (on this machine's cores per worker), measurable without a GPU.
 
 `--profile paper` uses the models in `--models-dir`; `--random-models` first builds the paper_throughput.py
 stand-ins there (AST-base tagger, Whisper large-v3 dims in CTranslate2 — or as a transformers checkpoint with
-`--set asr_backend=transformers` —, NISQA v2.0, random weights) and turns off the paper parts it has no
-stand-in for (pyannote, attribute classifiers, demucs, music tagger: their embedded fallbacks run). Random
+`--set asr_backend=transformers` —, NISQA v2.0, gender and emotion classifiers with the default models'
+architectures (wav2vec2-large, wav2vec2-base), random weights) and turns off the paper parts it has no
+stand-in for (pyannote, demucs, music tagger: their embedded fallbacks run). Random
 Whisper weights never emit end-of-text: `--set asr_max_new_tokens=40` caps decoding at about what 10 s of
 speech needs. `--set name=value` sets any other `[analyze]` field (`none` for None).
 """
@@ -47,6 +54,47 @@ from earmark.config import AnalyzeSection  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
 from earmark.experts.base import ClipAudio, Expert  # noqa: E402
 from earmark.schemas.records import DomainDecision  # noqa: E402
+
+
+class ModelClock:
+    """Seconds inside outermost torch module forwards while active (`--host-share`): what a faster device can
+    shrink. The rest of an expert's time (decoding, resampling, features on the CPU, DTW, Python between
+    calls) is host work that a GPU does not speed up. TorchScript modules (Silero VAD, always on the CPU)
+    count as host work; on CUDA the clock synchronises at both ends of each outermost forward."""
+
+    def __init__(self) -> None:
+        self.seconds, self._depth, self._began, self._timing, self._handles = 0.0, 0, 0.0, False, []
+
+    def __enter__(self) -> ModelClock:
+        import torch
+        from torch.nn.modules import module
+
+        self._torch, self._cuda = torch, torch.cuda.is_available()
+        self._handles = [
+            module.register_module_forward_pre_hook(self._enter_forward),
+            module.register_module_forward_hook(self._leave_forward),
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def _enter_forward(self, mod: object, args: object) -> None:
+        self._depth += 1
+        if self._depth == 1:  # an outermost forward: timed unless TorchScript (then its inner calls are not)
+            self._timing = not isinstance(mod, self._torch.jit.ScriptModule)
+            if self._timing:
+                if self._cuda:
+                    self._torch.cuda.synchronize()
+                self._began = time.perf_counter()
+
+    def _leave_forward(self, mod: object, args: object, output: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._timing:
+            if self._cuda:
+                self._torch.cuda.synchronize()
+            self.seconds += time.perf_counter() - self._began
 
 
 def _cuda_peak() -> float | None:
@@ -132,10 +180,22 @@ def load_clips(folder: Path) -> tuple[list[ClipAudio], dict[str, str]]:
     return out, saved["domains"]
 
 
-def run(clips: list[ClipAudio], cfg: AnalyzeSection | None = None, truth: dict[str, str] | None = None) -> dict:
+def run(
+    clips: list[ClipAudio],
+    cfg: AnalyzeSection | None = None,
+    truth: dict[str, str] | None = None,
+    host_share: bool = False,
+) -> dict:
     audio_s = sum(c.duration_s for c in clips)
-    per_expert = _run_experts(clips, cfg or AnalyzeSection(), truth)["experts"]
+    per_expert = _run_experts(clips, cfg or AnalyzeSection(), truth, host_share=host_share)["experts"]
     total = sum(v.pop("raw_s") for v in per_expert.values())
+    extra = {}
+    if host_share:  # the GPU slot's floor: its experts' host work, which a faster GPU does not shrink
+        slot_host = sum(v["host_s"] for v in per_expert.values() if v["gpu_slot"])
+        extra = {
+            "gpu_slot_host_s": round(slot_host, 2),
+            "gpu_slot_ceiling_x_realtime": round(audio_s / slot_host, 1) if slot_host else None,
+        }
     return {
         "profile": (cfg or AnalyzeSection()).profile,
         "clips": len(clips),
@@ -144,6 +204,7 @@ def run(clips: list[ClipAudio], cfg: AnalyzeSection | None = None, truth: dict[s
         "experts": per_expert,
         "total_s": round(total, 2),
         "total_x_realtime": round(audio_s / total, 1),
+        **extra,
     }
 
 
@@ -160,10 +221,16 @@ def warmup_clips(clips: list[ClipAudio], truth: dict[str, str] | None) -> list[C
 
 
 def _run_experts(
-    clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None = None, start=None, gpu_lock=None
+    clips: list,
+    cfg: AnalyzeSection,
+    truth: dict[str, str] | None = None,
+    start=None,
+    gpu_lock=None,
+    host_share: bool = False,
 ) -> dict:
     """Every expert in dependency order on all `clips` as one batch; `start` (a barrier) is passed once
-    every model is loaded and warm; `gpu_lock` is held while a GPU expert runs."""
+    every model is loaded and warm; `gpu_lock` is held while a GPU expert runs; `host_share`: each expert's
+    seconds split into model forwards and host work (ModelClock)."""
     audio_s = sum(c.duration_s for c in clips)
     experts = build_experts(cfg)
     if truth is not None:
@@ -179,10 +246,12 @@ def _run_experts(
         start.wait()
     context: dict[str, dict] = {}
     per_expert = {}
+    slots = gpu_slots(cfg) if host_share else set()
     began = time.monotonic()
     for name, expert in experts.items():
         _reset_cuda_peak()
-        with gpu_lock if (gpu_lock is not None and expert.uses_gpu) else nullcontext():
+        clock = ModelClock() if host_share else nullcontext()
+        with gpu_lock if (gpu_lock is not None and expert.uses_gpu) else nullcontext(), clock:
             t = time.monotonic()
             records = expert.analyze(clips, context)
             took = time.monotonic() - t
@@ -197,7 +266,22 @@ def _run_experts(
             "clips_routed_away": skipped,
             "gpu_peak_gib": _cuda_peak(),
         }
+        if isinstance(clock, ModelClock):
+            host = max(0.0, took - clock.seconds)
+            per_expert[name].update(
+                gpu_slot=name in slots,
+                model_s=round(clock.seconds, 2),
+                host_s=round(host, 2),
+                host_x_realtime=round(audio_s / host, 1) if host > 0 else None,
+            )
     return {"experts": per_expert, "began": began, "ended": time.monotonic()}
+
+
+def gpu_slots(cfg: AnalyzeSection) -> set[str]:
+    """The experts whose shards hold the `gpu` slot with `[analyze] device = "cuda"` on this worker's packages
+    (DNSMOS only with onnxruntime-gpu, the music expert only with a tagger): built, not loaded."""
+    experts = build_experts(cfg.model_copy(update={"device": "cuda"}))
+    return {name for name, expert in experts.items() if expert.uses_gpu}
 
 
 def _worker(clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None, threads: int, start, gpu_lock) -> dict:
@@ -211,13 +295,15 @@ def _worker(clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None, thre
     return _run_experts(clips, cfg, truth, start, gpu_lock)
 
 
-def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int, truth: dict[str, str] | None = None) -> dict:
+def run_workers(
+    clips: list[ClipAudio], cfg: AnalyzeSection, workers: int, truth: dict[str, str] | None = None, slots: int = 1
+) -> dict:
     audio_s = sum(c.duration_s for c in clips)
     shares = [clips[i::workers] for i in range(workers)]
     threads = max(1, (os.cpu_count() or 1) // workers)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager:
-        start, gpu_lock = manager.Barrier(workers), manager.Lock()
+        start, gpu_lock = manager.Barrier(workers), manager.Semaphore(slots)
         with ctx.Pool(workers) as pool:
             done = pool.starmap(_worker, [(share, cfg, truth, threads, start, gpu_lock) for share in shares])
     wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
@@ -240,6 +326,7 @@ def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int, truth
         "audio_s": round(audio_s, 1),
         "cpu_count": os.cpu_count(),
         "workers": workers,
+        "gpu_slots": slots,
         "threads_per_worker": threads,
         "experts": per_expert,
         "total_s": round(wall, 2),
@@ -248,6 +335,8 @@ def run_workers(clips: list[ClipAudio], cfg: AnalyzeSection, workers: int, truth
 
 
 def markdown(result: dict) -> str:
+    if "gpu_slot_host_s" in result:
+        return _host_markdown(result)
     lines = ["| expert | backend | s | × real time | clips routed away | peak GPU GiB |", "|---|---|---|---|---|---|"]
     for name, v in result["experts"].items():
         gpu = "–" if v.get("gpu_peak_gib") is None else f"{v['gpu_peak_gib']:.2f}"
@@ -255,8 +344,31 @@ def markdown(result: dict) -> str:
             f"| `{name}` | `{v['backend']}` | {v['seconds']:.2f} | {v['x_realtime']:.0f} | "
             f"{v.get('clips_routed_away', 0)} | {gpu} |"
         )
-    total = "**total**" if "workers" not in result else f"**stage, {result['workers']} workers (wall)**"
+    total = (
+        "**total**"
+        if "workers" not in result
+        else f"**stage, {result['workers']} workers, {result['gpu_slots']} gpu slot(s) (wall)**"
+    )
     lines.append(f"| {total} | | {result['total_s']:.2f} | {result['total_x_realtime']:.1f} | | |")
+    return "\n".join(lines)
+
+
+def _host_markdown(result: dict) -> str:
+    lines = [
+        "| expert | gpu slot | s | model forwards s | host s | host × real time | clips routed away |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, v in result["experts"].items():
+        host_x = "–" if v["host_x_realtime"] is None else f"{v['host_x_realtime']:.0f}"
+        lines.append(
+            f"| `{name}` | {'yes' if v['gpu_slot'] else 'no'} | {v['seconds']:.2f} | {v['model_s']:.2f} | "
+            f"{v['host_s']:.2f} | {host_x} | {v['clips_routed_away']} |"
+        )
+    lines.append(f"| **total** | | {result['total_s']:.2f} | | | | |")
+    lines.append(
+        f"| **gpu slot, host work only** | | | | {result['gpu_slot_host_s']:.2f} | "
+        f"**{result['gpu_slot_ceiling_x_realtime']}** | |"
+    )
     return "\n".join(lines)
 
 
@@ -266,7 +378,7 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
         fields["models_dir"] = args.models_dir
     sets = dict(item.partition("=")[::2] for item in args.set)
     if args.random_models:
-        from benchmarks.paper_throughput import HF_WHISPER, NISQA, TAGGER, WHISPER, build
+        from benchmarks.paper_throughput import EMOTION, GENDER, HF_WHISPER, NISQA, TAGGER, WHISPER, build
 
         root = args.models_dir or Path("/tmp/earmark-bench-models")
         backend = sets.get("asr_backend", "faster-whisper")
@@ -278,8 +390,8 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
             asr_compute_type="float16" if args.device == "cuda" else "int8",
             nisqa_model=NISQA if (root / NISQA).exists() else None,
             diarization_model=None,
-            gender_model=None,
-            emotion_model=None,
+            gender_model=GENDER,
+            emotion_model=EMOTION,
             separation_model=None,
         )
     for name, value in sets.items():
@@ -307,6 +419,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--clips", type=Path, metavar="DIR", help="run on clips saved by --save-clips instead")
     parser.add_argument(
+        "--gpu-slots",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="with --workers N > 1: GPU experts running at once ([run] gpus per GPU; several: each)",
+    )
+    parser.add_argument(
+        "--host-share",
+        action="store_true",
+        help="split each expert's seconds into model forwards and host work (one worker only)",
+    )
+    parser.add_argument(
         "--route",
         choices=["profile", "truth"],
         default="profile",
@@ -324,15 +448,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(clips)} clips, {sum(c.duration_s for c in clips):.1f} s of audio, written to {args.save_clips}")
         return 0
     results = []
+    routes = truth if args.route == "truth" else None
     for workers in args.workers:  # several counts: one after the other in this run, on the same clips
-        routes = truth if args.route == "truth" else None
-        result = run_workers(clips, cfg, workers, routes) if workers > 1 else run(clips, cfg, routes)
-        print(
-            f"{result['profile']} profile, {workers} worker(s): {result['clips']} clips, {result['audio_s']} s of "
-            f"audio, {result['cpu_count']} CPUs\n"
-        )
-        print(markdown(result) + "\n")
-        results.append({**result, "markdown": markdown(result)})
+        for slots in args.gpu_slots if workers > 1 else [None]:
+            if slots is None:
+                result = run(clips, cfg, routes, host_share=args.host_share)
+            else:
+                result = run_workers(clips, cfg, workers, routes, slots)
+            print(
+                f"{result['profile']} profile, {workers} worker(s){f', {slots} gpu slot(s)' if slots else ''}: "
+                f"{result['clips']} clips, {result['audio_s']} s of audio, {result['cpu_count']} CPUs\n"
+            )
+            print(markdown(result) + "\n")
+            results.append({**result, "markdown": markdown(result)})
     if args.out:
         args.out.write_text(json.dumps(results[0] if len(results) == 1 else results, indent=2))
     return 0

@@ -11,8 +11,11 @@
 # written by expert_throughput.py --save-clips). `run` installs the wheels into /tmp/site, says what the
 # machine is, and runs expert_throughput.py on those clips: paper profile, random-weight stand-ins, CUDA,
 # Whisper through transformers in fp16, routed by the clips' true domains (a random tagger's would send every
-# clip everywhere) and by Silero VAD as in a build, the JSON into $OUT (or /tmp). Extra ARGS go
-# to expert_throughput.py (e.g. --workers 1 8). docs/benchmarks.md says what it has measured.
+# clip everywhere) and by Silero VAD as in a build, the JSON into $OUT (or /tmp); before it,
+# paper_features.py times the experts' feature extraction on the CPU against the GPU. Extra ARGS go
+# to expert_throughput.py, e.g. `--workers 1 8 --gpu-slots 1 2 --host-share`: one worker with each expert's
+# seconds split into model forwards and host work, then 8 workers sharing one GPU slot, then two.
+# docs/benchmarks.md says what it has measured.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 here=.gpu
@@ -48,6 +51,8 @@ run() {
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
   python3 -c "import sys, torch, transformers, onnxruntime; print(sys.version.split()[0], 'torch', torch.__version__, \
 'transformers', transformers.__version__, 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())"
+  # the experts' feature extraction, host against GPU, with their differences (seconds)
+  python3 benchmarks/paper_features.py --device cuda --clips 128 --out "$out/paper_features.json"
   python3 benchmarks/expert_throughput.py --profile paper --random-models --device cuda --clips "$here/clips" \
     --route truth --batch-size 64 --set asr_backend=transformers --set precision=fp16 --set asr_max_new_tokens=40 \
     --whisper-tokenizer "$here/whisper-tokenizer.json" --models-dir /tmp/earmark-bench-models --out "$out/paper_stage.json" "$@"

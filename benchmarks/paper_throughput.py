@@ -7,7 +7,8 @@ Random weights run the same FLOPs as the real ones, except in decoding: a random
 end-of-text, so decoding is capped at `--asr-tokens` new tokens per clip (default 40, about what 10 s
 of real speech needs). Models are built once into `--models-dir` (default /tmp/earmark-bench-models):
 AST-base AudioSet tagger (527 labels, 2 s windows), Whisper large-v3 dims converted to CTranslate2 (or, with
-`--asr-backend transformers`, as a transformers checkpoint run in `--precision`),
+`--asr-backend transformers`, as a transformers checkpoint run in `--precision`), wav2vec2-large and
+wav2vec2-base classifiers for the speaker attributes (built here, timed by expert_throughput.py),
 NISQA v2.0 (torchmetrics), DNSMOS (speechmos' real models; batched as the paper profile runs it, and one clip
 at a time as the embedded profile does), demucs htdemucs only if the `demucs`
 package and its weights are present. Audio is noise with a tone; VAD context says every clip has speech,
@@ -37,6 +38,8 @@ TAGGER = "bench/ast-base-audioset"
 WHISPER = "bench/whisper-large-v3-ct2"
 HF_WHISPER = "bench/whisper-large-v3-hf"
 NISQA = "bench/nisqa.tar"
+GENDER = "bench/wav2vec2-large-gender"  # the default gender model's architecture (wav2vec2-large xlsr-53)
+EMOTION = "bench/wav2vec2-base-emotion"  # the default emotion model's (wav2vec2-base, superb-er)
 
 
 def audioset_labels() -> list[str]:
@@ -56,6 +59,13 @@ def build(root: Path, device: str, asr_backend: str = "faster-whisper", whisper_
             )
     elif not (root / WHISPER / "model.bin").exists():
         rw.whisper_ct2(root / WHISPER, dims=rw.WHISPER_LARGE_V3, n_languages=100, quantization="float16")
+    attributes = (
+        (GENDER, ["female", "male"], rw.WAV2VEC2_LARGE, True),
+        (EMOTION, ["neu", "hap", "ang", "sad"], rw.WAV2VEC2_BASE, False),
+    )
+    for seed, (name, labels, dims, layer_norm) in enumerate(attributes):
+        if not (root / name / "config.json").exists():
+            rw.wav2vec2_classifier(root / name, labels, seed=seed, layer_norm=layer_norm, **dims)
     if importlib.util.find_spec("torchmetrics") and not (root / NISQA).exists():
         from earmark.experts.paper.nisqa import random_checkpoint
 

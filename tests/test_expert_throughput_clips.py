@@ -23,3 +23,38 @@ def test_saved_clips_load_back_with_their_domains_and_route_by_them(tmp_path):
     assert all(d.music_prob == float(d.domain[1] == "M") and d.silent == (d.domain == "000") for d in decisions)
     warm = warmup_clips(loaded, truth)
     assert len(warm) == len(DOMAIN_CODES) and {truth[c.clip_id] for c in warm} == set(DOMAIN_CODES)
+
+
+def test_model_clock_times_outermost_forwards_only():
+    """`--host-share`'s clock: time inside outermost torch forwards counts once (nested modules are inside it),
+    TorchScript modules (Silero VAD: CPU work in every profile) and Python between forwards do not count."""
+    import time
+
+    import torch
+
+    from benchmarks.expert_throughput import ModelClock
+
+    class Slow(torch.nn.Module):
+        def forward(self, x):
+            time.sleep(0.05)
+            return x
+
+    model = torch.nn.Sequential(Slow(), torch.nn.Sequential(Slow(), torch.nn.Identity()))
+    scripted = torch.jit.script(torch.nn.Sequential(torch.nn.Identity()))
+    with ModelClock() as clock:
+        model(torch.zeros(1))
+        time.sleep(0.2)  # host work between forwards
+        scripted(torch.zeros(1))
+    assert 0.1 <= clock.seconds < 0.2
+    before = clock.seconds
+    model(torch.zeros(1))  # the hooks are gone after the block
+    assert clock.seconds == before
+
+
+def test_no_embedded_expert_holds_the_gpu_slot():
+    """`--host-share` marks the experts that would hold the `gpu` slot on a CUDA worker: none of the embedded
+    profile's (the paper profile's DNSMOS and music rules are tested with those experts)."""
+    from benchmarks.expert_throughput import gpu_slots
+    from earmark.config import AnalyzeSection
+
+    assert gpu_slots(AnalyzeSection()) == set()

@@ -62,15 +62,41 @@ def ast_classifier(
     return out
 
 
+_W2V2_CONV = dict(
+    conv_dim=(512,) * 7,
+    conv_stride=(5, 2, 2, 2, 2, 2, 2),
+    conv_kernel=(10, 3, 3, 3, 3, 2, 2),
+    num_feat_extract_layers=7,
+    num_conv_pos_embeddings=128,
+    num_conv_pos_embedding_groups=16,
+    classifier_proj_size=256,
+)
+# wav2vec2-large (xlsr-53 / robust: the default gender model's architecture) and wav2vec2-base (the default
+# emotion model's), for benchmarks: pass as **dims with layer_norm=True / False respectively.
+WAV2VEC2_LARGE = dict(
+    hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, **_W2V2_CONV
+)
+WAV2VEC2_BASE = dict(
+    hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072, **_W2V2_CONV
+)
+
+
 def wav2vec2_classifier(
-    out: Path, labels: Sequence[str], *, seed: int = 0, layer_norm: bool = True, hidden_size: int = 32, layers: int = 2
+    out: Path,
+    labels: Sequence[str],
+    *,
+    seed: int = 0,
+    layer_norm: bool = True,
+    hidden_size: int = 32,
+    layers: int = 2,
+    **dims: object,
 ) -> Path:
-    """A tiny wav2vec2 sequence classifier; `layer_norm` as the large (xlsr/robust) models, with attention
-    masks; otherwise group norm without masks, as wav2vec2-base."""
+    """A wav2vec2 sequence classifier, tiny unless `dims` (e.g. WAV2VEC2_LARGE) say otherwise; `layer_norm` as
+    the large (xlsr/robust) models, with attention masks; otherwise group norm without masks, as wav2vec2-base."""
     from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2ForSequenceClassification
 
     _seed(seed)
-    cfg = Wav2Vec2Config(
+    tiny: dict[str, object] = dict(
         hidden_size=hidden_size,
         num_hidden_layers=layers,
         num_attention_heads=2,
@@ -79,11 +105,14 @@ def wav2vec2_classifier(
         conv_stride=(5, 4, 4),
         conv_kernel=(10, 4, 4),
         num_feat_extract_layers=3,
-        feat_extract_norm="layer" if layer_norm else "group",
-        do_stable_layer_norm=layer_norm,
         num_conv_pos_embeddings=16,
         num_conv_pos_embedding_groups=2,
         classifier_proj_size=16,
+    )
+    cfg = Wav2Vec2Config(
+        **{**tiny, **dims},
+        feat_extract_norm="layer" if layer_norm else "group",
+        do_stable_layer_norm=layer_norm,
         id2label=dict(enumerate(labels)),
         label2id={lab: i for i, lab in enumerate(labels)},
     )
