@@ -367,7 +367,7 @@ def _host_markdown(result: dict) -> str:
     lines.append(f"| **total** | | {result['total_s']:.2f} | | | | |")
     lines.append(
         f"| **gpu slot, host work only** | | | | {result['gpu_slot_host_s']:.2f} | "
-        f"**{result['gpu_slot_ceiling_x_realtime']}** | |"
+        f"**{result['gpu_slot_ceiling_x_realtime'] or '– (no slot experts)'}** | |"
     )
     return "\n".join(lines)
 

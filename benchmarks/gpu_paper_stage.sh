@@ -52,7 +52,8 @@ run() {
   python3 -c "import sys, torch, transformers, onnxruntime; print(sys.version.split()[0], 'torch', torch.__version__, \
 'transformers', transformers.__version__, 'onnxruntime', onnxruntime.__version__, onnxruntime.get_available_providers())"
   # the experts' feature extraction, host against GPU, with their differences (seconds)
-  python3 benchmarks/paper_features.py --device cuda --clips 128 --out "$out/paper_features.json"
+  python3 benchmarks/paper_features.py --device cuda --clips 128 --out "$out/paper_features.json" ||
+    echo "paper_features.py failed (above); the stage runs anyway"
   python3 benchmarks/expert_throughput.py --profile paper --random-models --device cuda --clips "$here/clips" \
     --route truth --batch-size 64 --set asr_backend=transformers --set precision=fp16 --set asr_max_new_tokens=40 \
     --whisper-tokenizer "$here/whisper-tokenizer.json" --models-dir /tmp/earmark-bench-models --out "$out/paper_stage.json" "$@"
