@@ -48,7 +48,7 @@ def served(built):  # noqa: F811
     server = make_server(ViewApp(cfg, cat), port=0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield cfg, cat, f"http://127.0.0.1:{server.server_address[1]}/"
+    yield cfg, cat, f"http://127.0.0.1:{server.server_address[1]}/", server.guard.token
     server.shutdown()
     server.server_close()
 
@@ -67,6 +67,8 @@ def browser():
         "--no-sandbox",
         "--disable-dev-shm-usage",
         "--autoplay-policy=no-user-gesture-required",
+        # a hostile name that resolves to loopback: what a DNS-rebinding page's name does
+        "--host-resolver-rules=MAP evil.example 127.0.0.1",
     ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -94,7 +96,7 @@ def _reload_list(driver, select_id: str, value: str) -> None:
 
 
 def test_version_view_reads_items_verdicts_and_facts(served):
-    _, cat, _ = served
+    _, cat, _, _ = served
     view = VersionView(cat, "v0002")
     page = view.page()
     assert page["total"] == 4 and {c["clip_id"] for c in page["clips"]} == {"s1", "s2", "m1", "a1"}
@@ -113,7 +115,7 @@ def test_version_view_reads_items_verdicts_and_facts(served):
 
 
 def test_the_page_lists_filters_plays_and_reviews_in_a_browser(served, browser):
-    cfg, cat, url = served
+    cfg, cat, url, _ = served
     browser.get(url)
     _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-loaded"))
     assert sorted(_clips(browser)) == ["a1", "m1", "s1", "s2"]
@@ -167,10 +169,11 @@ def test_bad_requests_get_a_message_not_a_crash(served):
     import urllib.error
     import urllib.request
 
-    _, _, url = served
+    _, _, url, token = served
 
     def post(path, body: bytes):
-        req = urllib.request.Request(url + path, data=body, headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json", "X-Earmark-Token": token}
+        req = urllib.request.Request(url + path, data=body, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
                 return r.status, json.loads(r.read())
@@ -188,3 +191,168 @@ def test_bad_requests_get_a_message_not_a_crash(served):
     assert e.value.code == 404
     with pytest.raises(ValueError, match="loopback"):
         make_server(ViewApp(*served[:2]), host="0.0.0.0")
+
+
+# --- forged requests: another page the reviewer has open, or a DNS-rebinding one (docs in earmark/view/server.py)
+
+
+def _raw(url: str, request: bytes, timeout: float = 30) -> tuple[int, bytes]:
+    """Send `request` as bytes to the server at `url`; its status and body. Waits for the server's answer only
+    (not for a body the request announced but never sends): a refusal must not wait on the body."""
+    import socket
+    from urllib.parse import urlparse
+
+    where = urlparse(url)
+    with socket.create_connection((where.hostname, where.port), timeout=timeout) as sock:
+        sock.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data or len(data) < _wanted(data):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def _wanted(data: bytes) -> int:
+    head, _, _ = data.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            return len(head) + 4 + int(value)
+    return 1 << 62
+
+
+def _post(path: str, host: str, body: bytes, **headers: str) -> bytes:
+    lines = [f"POST {path} HTTP/1.1", f"Host: {host}", *(f"{k.replace('_', '-')}: {v}" for k, v in headers.items())]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _state(cat) -> tuple:
+    return cat.latest_version(), len(stored_decisions(cat))
+
+
+FORGED = b'{"reviewer": "evil", "decisions": [{"item_table": "entailment", "item_id": "a1:ent:entailment", '
+FORGED += b'"decision": "rewrite", "new_text": "forged"}]}'
+
+
+def test_forged_cross_site_writes_are_refused_before_their_body(served):
+    import json
+
+    _, cat, url, token = served
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    me, before = f"127.0.0.1:{port}", _state(cat)
+    n = str(len(FORGED))
+
+    # the attack as found: a hostile page's text/plain POST (no preflight), its own Origin and a rebound Host
+    for path in ("/api/decisions", "/api/publish"):
+        req = _post(
+            path,
+            f"evil.example:{port}",
+            FORGED,
+            Origin="http://evil.example",
+            Content_Type="text/plain",
+            Content_Length=n,
+        )
+        assert _raw(url, req)[0] == 403
+    # each guard alone refuses it, even with everything else right
+    right = {
+        "Origin": f"http://{me}",
+        "Content_Type": "application/json",
+        "X_Earmark_Token": token,
+        "Content_Length": n,
+    }
+    refusals = {
+        "origin": ({**right, "Origin": "http://evil.example"}, 403),
+        "another port of loopback": ({**right, "Origin": "http://127.0.0.1:1"}, 403),
+        "fetch site": ({**right, "Sec_Fetch_Site": "cross-site"}, 403),
+        "no token": ({k: v for k, v in right.items() if k != "X_Earmark_Token"}, 403),
+        "wrong token": ({**right, "X_Earmark_Token": token[:-1] + "x"}, 403),
+        "text/plain": ({**right, "Content_Type": "text/plain"}, 415),
+        "form": ({**right, "Content_Type": "application/x-www-form-urlencoded"}, 415),
+    }
+    for why, (headers, status) in refusals.items():
+        assert _raw(url, _post("/api/decisions", me, FORGED, **headers))[0] == status, why
+    code, body = _raw(url, _post("/api/decisions", f"evil.example:{port}", FORGED, **right))
+    assert code == 403 and "not this server" in json.loads(body)["error"]
+
+    # refused before the body is read: a forged request that announces a megabyte and sends none is answered
+    huge = {**right, "Origin": "http://evil.example", "Content_Length": str(2**20)}
+    assert _raw(url, _post("/api/decisions", me, b"", **huge), timeout=10)[0] == 403
+    # lengths: negative (which hung a handler thread), missing, not a number, too large, all answered at once
+    for length, status in (("-1", 400), (None, 411), ("ten", 400), (str(2**21), 413)):
+        headers = {k: v for k, v in right.items() if k != "Content_Length"}
+        if length is not None:
+            headers["Content_Length"] = length
+        assert _raw(url, _post("/api/decisions", me, b"", **headers), timeout=10)[0] == status, length
+    assert _state(cat) == before  # nothing stored, nothing published
+
+
+def test_a_rebound_host_reads_nothing(served):
+    _, _, url, _ = served
+    port = url.rstrip("/").rsplit(":", 1)[1]
+    for path in ("/", "/api/summary", "/api/clips", "/api/plots", "/audio/a1.wav"):
+        for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", ""):
+            req = f"GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+            code, body = _raw(url, req)
+            assert code == 403 and b"RIFF" not in body and b"a1" not in body, (path, host)
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"LocalHost:{port}"):
+        assert _raw(url, f"GET /api/summary HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())[0] == 200, host
+
+
+EVIL_PAGE = """<!doctype html><html><body><form id="f" method="POST" action="{view}api/decisions"
+enctype="text/plain"><input name='{{"reviewer": "evil", "x": "' value='"}}'></form><script>
+(async () => {{
+  const body = JSON.stringify({{reviewer: "evil", decisions: [{{item_table: "entailment",
+    item_id: "a1:ent:entailment", decision: "rewrite", new_text: "forged"}}]}});
+  const tries = [];
+  for (const [path, type] of [["api/decisions", "text/plain"], ["api/publish", "text/plain"],
+                              ["api/decisions", "application/json"]]) {{
+    tries.push(fetch("{view}" + path, {{method: "POST", mode: "no-cors", headers: {{"Content-Type": type}}, body}})
+      .then(() => "sent").catch((e) => "failed: " + e));
+  }}
+  document.title = (await Promise.all(tries)).join(",");
+  document.body.dataset.done = "1";
+}})();
+</script></body></html>"""
+
+
+def test_a_hostile_page_in_the_browser_cannot_write_or_read(served, browser):
+    """The reviewer has the view open and visits a hostile page (another origin on loopback, named
+    evil.example): its no-preflight POSTs and a form post reach the server and are refused; the same name
+    pointed at the view's port (DNS rebinding) gets no page."""
+    import http.server
+
+    _, cat, url, _ = served
+    page = EVIL_PAGE.format(view=url).encode()
+
+    class Evil(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Evil)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        before = _state(cat)
+        browser.get(f"http://evil.example:{evil.server_address[1]}/")
+        _wait(browser, lambda d: d.find_element("tag name", "body").get_attribute("data-done") == "1")
+        browser.execute_script("document.getElementById('f').submit()")
+        _wait(browser, lambda d: "evil.example" not in d.current_url or d.title == "")
+        assert _state(cat) == before
+        # rebinding: the hostile name at the view's own port is refused, so the page (and its token) never loads
+        port = url.rstrip("/").rsplit(":", 1)[1]
+        browser.get(f"http://evil.example:{port}/")
+        assert "not this server" in browser.find_element("tag name", "body").text
+        browser.get(f"http://evil.example:{port}/api/clips")
+        assert "a1" not in browser.find_element("tag name", "body").text
+    finally:
+        evil.shutdown()
+        evil.server_close()

@@ -14,11 +14,24 @@ Routes (JSON unless said otherwise):
 
 Writes take the dataset's lease only while they run (flows/review.py): an open page holds nothing. Only
 loopback addresses are served; item text reaches the page as JSON and is inserted as text, never as HTML.
+
+Loopback is not a boundary a browser respects: any page the reviewer has open can send requests to
+127.0.0.1, and a DNS-rebinding page can even read the answers. So (`Guard`):
+- every request, GETs included, must name this server in `Host` (127.0.0.1, localhost or [::1] at its port):
+  a rebound name (`evil.example:PORT`) gets 403 and no data;
+- a write must come from the page itself: `Origin` (when sent) is this server's origin, `Sec-Fetch-Site`
+  (when sent) is `same-origin`, the header `X-Earmark-Token` holds the token made at this server's start (the
+  page carries it in a meta tag; another origin cannot read the page, so it cannot know it), and the body is
+  `application/json` (a cross-site form or `text/plain` fetch cannot send that without a preflight, which
+  this server never grants). A forged write is refused with 403 before its body is read;
+- `Content-Length` is required on a write (411), a number ≥ 0 (400) and at most `MAX_BODY` (413).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
+import secrets
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +46,63 @@ from earmark.storage import Catalog
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
 MAX_BODY = 2**20
+TOKEN_HEADER = "X-Earmark-Token"
+TOKEN_SLOT = b"__EARMARK_TOKEN__"  # page.html's placeholder for this start's token
+
+
+class Refused(Exception):
+    """A request the view will not serve: its HTTP status and a message for the sender."""
+
+    def __init__(self, status: HTTPStatus, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class Guard:
+    """Who may read and who may write: the names this server answers to, its origins and this start's token."""
+
+    def __init__(self, port: int, token: str | None = None):
+        self.port = port
+        self.token = token or secrets.token_urlsafe(32)
+        names = ("127.0.0.1", "localhost", "[::1]")
+        self.hosts = {f"{n}:{port}" for n in names} | ({*names} if port == 80 else set())
+        self.origins = {f"http://{n}:{port}" for n in names} | ({f"http://{n}" for n in names} if port == 80 else set())
+
+    def check_host(self, headers: Any) -> None:
+        host = (headers.get("Host") or "").strip().lower()
+        if host not in self.hosts:
+            raise Refused(
+                HTTPStatus.FORBIDDEN,
+                f"Host {host or '(none)'!r} is not this server; open http://127.0.0.1:{self.port}/ instead",
+            )
+
+    def check_write(self, headers: Any) -> int:
+        """Refuse a write that is not the page's own, before its body is read; return the body's length."""
+        origin = headers.get("Origin")
+        if origin is not None and origin.strip().lower() not in self.origins:
+            raise Refused(HTTPStatus.FORBIDDEN, f"writes are taken only from this page, not from {origin!r}")
+        site = headers.get("Sec-Fetch-Site")
+        if site is not None and site.strip().lower() != "same-origin":
+            raise Refused(HTTPStatus.FORBIDDEN, f"writes are taken only from this page (Sec-Fetch-Site: {site})")
+        if not hmac.compare_digest((headers.get(TOKEN_HEADER) or "").encode(), self.token.encode()):
+            raise Refused(
+                HTTPStatus.FORBIDDEN, f"missing or wrong {TOKEN_HEADER}: reload the page (each start makes a new one)"
+            )
+        kind = (headers.get("Content-Type") or "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, f"send the body as application/json, not {kind or 'none'}")
+        raw = headers.get("Content-Length")
+        if raw is None:
+            raise Refused(HTTPStatus.LENGTH_REQUIRED, "a write needs a Content-Length header")
+        try:
+            length = int(raw.strip())
+        except ValueError:
+            raise Refused(HTTPStatus.BAD_REQUEST, f"Content-Length {raw!r} is not a number") from None
+        if length < 0:
+            raise Refused(HTTPStatus.BAD_REQUEST, f"Content-Length {length} is negative")
+        if length > MAX_BODY:
+            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"request body over {MAX_BODY} bytes")
+        return length
 
 
 class ViewApp:
@@ -81,10 +151,18 @@ class ViewApp:
 
 
 def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """A threading HTTP server for `app` (port 0: a free one); call `serve_forever()`."""
+    """A threading HTTP server for `app` (port 0: a free one); call `serve_forever()`. Its `guard` holds the
+    token the page sends with every write."""
     if host not in LOOPBACK:
         raise ValueError(f"earmark view serves loopback only (127.0.0.1 or ::1), not {host!r}")
-    page = files("earmark.view").joinpath("page.html").read_bytes()
+    server = ThreadingHTTPServer((host, port), _handler(app))
+    server.guard = Guard(server.server_address[1])  # type: ignore[attr-defined]
+    return server
+
+
+def _handler(app: ViewApp) -> type[BaseHTTPRequestHandler]:
+    template = files("earmark.view").joinpath("page.html").read_bytes()
+    assert TOKEN_SLOT in template, "page.html lost its token slot"
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "earmark-view"
@@ -92,11 +170,24 @@ def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> Threadi
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
             pass
 
+        @property
+        def guard(self) -> Guard:
+            return self.server.guard  # type: ignore[attr-defined]
+
+        def _refuse(self, exc: Refused) -> None:
+            self.close_connection = True  # an unread body must not be taken for the next request
+            self._json({"error": str(exc)}, exc.status)
+
         def do_GET(self) -> None:  # noqa: N802
+            try:
+                self.guard.check_host(self.headers)
+            except Refused as exc:
+                return self._refuse(exc)
             url = urlparse(self.path)
             query = {k: v[-1] for k, v in parse_qs(url.query).items()}
             try:
                 if url.path == "/":
+                    page = template.replace(TOKEN_SLOT, self.guard.token.encode())
                     self._send(HTTPStatus.OK, page, "text/html; charset=utf-8")
                 elif url.path == "/api/summary":
                     self._json(app.summary())
@@ -123,11 +214,13 @@ def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> Threadi
                 self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
 
         def do_POST(self) -> None:  # noqa: N802
+            try:
+                self.guard.check_host(self.headers)
+                length = self.guard.check_write(self.headers)
+            except Refused as exc:
+                return self._refuse(exc)
             url = urlparse(self.path)
             try:
-                length = int(self.headers.get("Content-Length") or 0)
-                if length > MAX_BODY:
-                    raise ValueError(f"request body over {MAX_BODY} bytes")
                 raw = self.rfile.read(length) if length else b"{}"
                 try:
                     body = json.loads(raw or b"{}")
@@ -155,10 +248,11 @@ def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> Threadi
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("X-Frame-Options", "DENY")  # no clickjacking of the review buttons
             self.send_header(
                 "Content-Security-Policy",
                 "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                "script-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self'",
+                "script-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self'; frame-ancestors 'none'",
             )
             self.end_headers()
             try:
@@ -166,4 +260,4 @@ def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> Threadi
             except (BrokenPipeError, ConnectionResetError):  # the browser dropped it (e.g. a media re-request)
                 pass
 
-    return ThreadingHTTPServer((host, port), Handler)
+    return Handler
