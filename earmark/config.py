@@ -165,21 +165,19 @@ class SynthesizeSection(Section):
     strategy: Literal["focused", "joint"] = "focused"
     items: list[ItemTable] = list(ITEM_TABLES)
     absent_captions: Literal["rule", "llm"] = "rule"
-    # speech / music / sound / environment captions: from the confident facts by rule (no model call; what a
-    # small model can only get wrong), or by the LLM (a capable endpoint)
-    content_captions: Literal["rule", "llm"] = "rule"
+    # Who writes each item kind: "rule" (from the confident facts by the templates of prompts/, no model call),
+    # "llm" (the model writes it from the facts; what the claim audit still rejects after a repair is written by
+    # rule instead, `writer = "rule_fallback"` on the row) or "auto": "llm" when [llm] model is a capable endpoint's,
+    # "rule" when it is one of the embedded small models (llm/models.py), which write only generic or wrong text
+    # here (docs/benchmarks.md, "QA and instructions by rule"; their entailment sets never passed: 0 of 147).
+    # content_captions: the speech / music / sound / environment captions.
+    content_captions: Literal["auto", "rule", "llm"] = "auto"
     # a short or long reference the model could not write truthfully (rejected after its repair): written by
     # rule from the same facts instead ("rule"), or left out ("none")
     caption_fallback: Literal["rule", "none"] = "rule"
-    # entailment hypothesis sets: from the clip's facts and premise by rule (prompts/entailment_rules.toml, no model
-    # call), or by the LLM with the rule set as its fallback ("llm": a capable endpoint). The embedded 0.5B model's
-    # sets never passed the audit and the set checks (0 of 147 in two builds, docs/benchmarks.md)
-    entailment_sets: Literal["rule", "llm"] = "rule"
-    # open QA pairs and instruction triples: from the clip's facts by rule (prompts/qa_rules.toml, no model call),
-    # or by the LLM ("llm": a capable endpoint). Read against the audio, the embedded 0.5B model's pairs were
-    # mostly generic or wrong (docs/benchmarks.md, "QA and instructions by rule")
-    qa_pairs: Literal["rule", "llm"] = "rule"
-    instruction_triples: Literal["rule", "llm"] = "rule"
+    entailment_sets: Literal["auto", "rule", "llm"] = "auto"  # Audio-Entailment hypothesis sets
+    qa_pairs: Literal["auto", "rule", "llm"] = "auto"  # MECAT open QA pairs
+    instruction_triples: Literal["auto", "rule", "llm"] = "auto"  # IFEval-Audio triples
     repair_attempts: int = Field(1, ge=0, le=3)
     # a reply whose claims the claim audit rejects (earmark.stages.claims) is sent back once with the audit's
     # reason, like a reply that fails validation; QC audits every item again either way

@@ -132,7 +132,7 @@ def _preplan(cfg: Config, job: ShardJob, item: str, n_clips: int) -> int:
         return 0
     if open_catalog(cfg).has_shard(job.plan()[0], job.spec.writes):
         return 0
-    n = synthesis.max_requests(item, cfg.synthesize) * n_clips
+    n = synthesis.max_requests(item, synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)) * n_clips
     progress.report(*synthesis.REQUESTS, planned=n)
     return n
 

@@ -282,6 +282,9 @@ class AudioDescription(ExpertRecord):
 
 
 # ------------------------------------------------------------------------------------------ synthesis
+Writer = Literal["llm", "rule", "rule_fallback", "human"]
+
+
 class LLMLineage(Record):
     clip_id: str
     domain: DomainCode
@@ -289,6 +292,10 @@ class LLMLineage(Record):
     prompt_sha: str
     model: str
     confidence: float
+    # who wrote the text: the model ("llm"), the templates of prompts/ by configuration ("rule"), or the templates
+    # after the model's reply for this item was rejected ("rule_fallback"; `model` is "rule" for both), or a reviewer's
+    # rewrite ("human", `model` "human:<reviewer>")
+    writer: Writer = "llm"
 
 
 class Caption(LLMLineage):

@@ -173,6 +173,40 @@ def _claims_table(cat: Catalog, version: str) -> list[str]:
     return rows
 
 
+WRITERS = {
+    "llm": "the model",
+    "rule": "rule (configured)",
+    "rule_fallback": "rule (the model's reply rejected)",
+    "human": "a reviewer's rewrite",
+}
+
+
+def _writers_table(cat: Catalog, version: str) -> list[str]:
+    """Kept items per table by who wrote them (`writer`: the model, the rules by configuration, or the rules
+    standing in for a rejected reply). A version published before the column existed counts `model = 'rule'`."""
+    rows = []
+    present = cat.version_shards(version)
+    for table in (t for t in ITEM_TABLES if t in present):
+        columns, _ = cat.cursor_query(f"SELECT * FROM {version}.{table} LIMIT 0")
+        writer = "writer" if "writer" in columns else "CASE WHEN model = 'rule' THEN 'rule' ELSE 'llm' END"
+        # a review overlay of rows written before the column existed: the reviewer wrote it
+        writer = f"CASE WHEN model LIKE 'human:%' THEN 'human' ELSE {writer} END"
+        rows += [
+            (table, w, m, n)
+            for w, m, n in cat.query(
+                f"SELECT {writer}, model, count(*) FROM {version}.{table} WHERE item_id IN {kept_items(version)} "
+                "GROUP BY 1, 2 ORDER BY 1, 2"
+            )
+        ]
+    if not rows:
+        return ["No kept items."]
+    return [
+        "| items | writer | model | kept |",
+        "|---|---|---|---|",
+        *[f"| {t} | {WRITERS.get(w, w)} | {m} | {n} |" for t, w, m, n in rows],
+    ]
+
+
 def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
     version = version_name(version)  # an SQL identifier below
     dom = cat.query(f"SELECT domain, count(*) FROM {version}.domain GROUP BY 1 ORDER BY 1")
@@ -221,6 +255,13 @@ def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
             and ["| table | decision | items |", "|---|---|---|", *[f"| {t} | {d} | {n} |" for t, d, n in review]]
             or ["No review decisions applied."]
         ),
+        "",
+        "## Who wrote the items",
+        "",
+        "Each item row's `writer` column says it: the model, the rule templates of prompts/ (the default with an",
+        "embedded small model), or the rules standing in for a reply the checks rejected.",
+        "",
+        *_writers_table(cat, version),
         "",
         "## Generators",
         "",

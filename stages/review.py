@@ -264,7 +264,13 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
         rid = iid + REWRITE_SUFFIX
         qc.append(_qc(table, iid, d.clip_id, False, f"rewritten by {who} as {rid}"))
         row = item.model_copy(
-            update={field: d.new_text, "item_id": rid, "model": f"human:{d.reviewer}", "confidence": 1.0}
+            update={
+                field: d.new_text,
+                "item_id": rid,
+                "model": f"human:{d.reviewer}",
+                "writer": "human",
+                "confidence": 1.0,
+            }
         )
         new[table].append(row)
         qc.append(_qc(table, rid, d.clip_id, True, f"written by {who} in place of {iid}"))

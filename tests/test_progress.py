@@ -106,7 +106,8 @@ def test_synthesis_reports_each_request_against_an_exact_total(item):
 
     cfg = load_config(None, {"synthesize": {"qa_pairs": "llm", "instruction_triples": "llm"}})
     evidence = [_ev("S00", clip_id="0123456789abcdef0001"), _ev("SMA", clip_id="fedcba98765432100002")]
-    bound = synthesis.max_requests(item, cfg.synthesize) * len(evidence)
+    resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)  # the embedded model: rule content captions
+    bound = synthesis.max_requests(item, resolved) * len(evidence)
     rec = Recorder()
     with FakeLLMServer("ok") as srv, LLMClient(srv.base_url, "fake-llm") as client, progress.reporting(rec):
         progress.report(*synthesis.REQUESTS, planned=bound)  # what the flow announced
@@ -123,7 +124,7 @@ def test_synthesis_reports_each_request_against_an_exact_total(item):
         sent = srv.requests
     assert sent > 0 and rec.done[synthesis.REQUESTS] == sent
     assert rec.planned[synthesis.REQUESTS] == sent  # the bound, corrected to what was asked
-    assert bound >= synthesis.planned_requests(item, evidence[0], synthesis.Synth(client, cfg.synthesize)) * 2
+    assert bound >= synthesis.planned_requests(item, evidence[0], synthesis.Synth(client, resolved)) * 2
 
 
 class _Provider:

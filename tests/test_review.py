@@ -323,6 +323,8 @@ def test_paused_review_resumed_through_the_api_shapes_the_next_version(built):
     assert old_a1 not in a1["short"] and len(a1["short"]) == 1
     card = (Path(second["exports"]) / "README.md").read_text()
     assert "## Human review" in card and "| entailment | rewritten | 1 |" in card
+    assert "| entailment | a reviewer's rewrite | human:alice | 1 |" in card  # who wrote the kept items
+    assert cat.query(f"SELECT writer FROM {v}.entailment WHERE item_id = 's1:ent:neutral~rev'") == [("human",)]
     # a second round offers only what is still undecided, and publishing again changes nothing
     assert publish_flow(cfg, shards)["created"] is False
 

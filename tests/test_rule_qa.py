@@ -116,9 +116,11 @@ def test_rule_written_items_send_no_request(item):
     from earmark.stages import synthesis
     from earmark.stages.base import Inputs
 
-    cfg = load_config(None, {})
-    assert cfg.synthesize.qa_pairs == "rule" and cfg.synthesize.instruction_triples == "rule"
-    assert synthesis.max_requests(item, cfg.synthesize) == 0
+    cfg = load_config(None, {})  # the embedded small model: "auto" writers are the rules
+    assert cfg.synthesize.qa_pairs == "auto" and cfg.synthesize.instruction_triples == "auto"
+    resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)
+    assert resolved.qa_pairs == "rule" and resolved.instruction_triples == "rule"
+    assert synthesis.max_requests(item, resolved) == 0
 
     class _Provider:
         def __init__(self, c):
@@ -133,4 +135,48 @@ def test_rule_written_items_send_no_request(item):
             item, cfg.synthesize, cfg.llm, cfg.evidence, _Provider(client), [item], Inputs.of(evidence=evidence)
         )
         assert srv.requests == 0
-    assert out[item] and all(r.model == "rule" for r in out[item])
+    assert out[item] and all(r.model == "rule" and r.writer == "rule" for r in out[item])
+
+
+@pytest.mark.parametrize("item", ["captions", "qa", "instructions", "entailment"])
+def test_a_capable_endpoint_writes_every_item_kind_and_the_rules_catch(item):
+    """With a model that is not one of the embedded small ones, "auto" lets the model write every item kind;
+    what it cannot write truthfully (here: a server whose replies are valid JSON but empty of meaning, which the
+    checks reject) is written by rule instead, and each row says who wrote it."""
+    from earmark.llm import LLMClient
+    from earmark.llm.fake_server import FakeLLMServer
+    from earmark.stages import synthesis
+    from earmark.stages.base import Inputs
+    from earmark.stages.synthesis.rule_captions import rule_captions
+
+    cfg = load_config(None, {"llm.model": "Qwen/Qwen2.5-72B-Instruct", "llm.endpoint": "http://gpu-box:8000/v1"})
+    resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)
+    assert {k: getattr(resolved, k) for k in synthesis.WRITER_SETTINGS} == dict.fromkeys(
+        synthesis.WRITER_SETTINGS, "llm"
+    )
+    assert synthesis.max_requests(item, resolved) > 0
+    pinned = load_config(None, {"llm.model": "big", "synthesize.qa_pairs": "rule"})
+    assert synthesis.resolve_writers(pinned.synthesize, pinned.llm.model).qa_pairs == "rule"  # an explicit choice holds
+
+    class _Provider:
+        def __init__(self, c):
+            self.c = c
+
+        def client(self):
+            return self.c
+
+    evidence = list(CLIPS.values())
+    inputs = {"evidence": evidence}
+    if item == "entailment":
+        inputs["captions"] = [
+            c for ev in evidence for c in rule_captions(ev, "speech", S) + rule_captions(ev, "sound", S)
+        ]
+        inputs["captions"] = [c.model_copy(update={"kind": "long"}) for c in inputs["captions"]]
+    with FakeLLMServer("ok") as srv, LLMClient(srv.base_url, "big-model") as client:
+        out = synthesis.run(item, cfg.synthesize, cfg.llm, cfg.evidence, _Provider(client), [item], Inputs.of(**inputs))
+        assert srv.requests > 0  # the model was asked
+    rows = out[item]
+    assert out["rejections"] and all(r.model == "big-model" for r in out["rejections"] if r.prompt_name != "absent")
+    assert rows and {r.writer for r in rows} <= {"rule", "rule_fallback"}
+    assert any(r.writer == "rule_fallback" for r in rows)  # a rejected reply's item came from the rules
+    assert all(r.model == "rule" for r in rows)

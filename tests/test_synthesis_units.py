@@ -173,7 +173,8 @@ def test_a_silent_clip_gets_every_caption_by_rule_and_each_passes_the_audit():
 
     silent = evidence_of("c", "000", duration_s=8.0)
     llm = ScriptedLLM([])
-    out = caption_clip(silent, synth(llm, audit=True))
+    s = Synth(llm, SynthesizeSection(repair_with_audit=True, content_captions="rule"))
+    out = caption_clip(silent, s)
     assert llm.calls == []  # the facts (silence, nothing else) fully determine every caption
     by_kind = {}
     for c in out.rows:
@@ -321,9 +322,9 @@ def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_a
     out = entailment_clip(ev, [premise], Synth(llm, SynthesizeSection(entailment_sets="llm")))
     assert len(llm.calls) == 2 and len(out.rejections) == 1 and "negation" in out.rejections[0].reason
     rows = {h.label: h for h in out.rows}
-    # the default writes the same rule set without asking the model
+    # the rule writer (the default with an embedded model) writes the same set without asking the model
     quiet = ScriptedLLM([])
-    by_rule = entailment_clip(ev, [premise], Synth(quiet, SynthesizeSection()))
+    by_rule = entailment_clip(ev, [premise], Synth(quiet, SynthesizeSection(entailment_sets="rule")))
     assert quiet.calls == [] and by_rule.rejections == []
     assert [(h.label, h.hypothesis) for h in by_rule.rows] == [(h.label, h.hypothesis) for h in out.rows]
     assert set(rows) == {"entailment", "neutral", "contradiction"}

@@ -25,7 +25,7 @@ from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.synthesis import captions, entailment, instructions, joint, qa, rule_qa
-from earmark.stages.synthesis.common import LLM, Outcome, Synth
+from earmark.stages.synthesis.common import LLM, WRITER_SETTINGS, Outcome, Synth, resolve_writers
 from earmark.stages.synthesis.replies import (
     MAX_CHARS,
     EntailmentReply,
@@ -39,8 +39,9 @@ from earmark.stages.synthesis.replies import (
 
 # bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason,
 # 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm", 9: QA pairs and
-# instruction triples by rule unless qa_pairs / instruction_triples = "llm")
-STAGE_VERSION = "9"
+# instruction triples by rule unless qa_pairs / instruction_triples = "llm", 10: the `writer` column; "auto" writers;
+# a rejected LLM QA pair / triple / content caption replaced by the rule's)
+STAGE_VERSION = "10"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
@@ -78,6 +79,7 @@ def spec(
     """The stage of one item type ("joint": every item type in `items` from one reply per clip)."""
     if item not in (*ITEM_TABLES, "joint"):
         raise ValueError(f"unknown item type {item!r}; use one of {', '.join(ITEM_TABLES)}")
+    cfg = resolve_writers(cfg, llm.model)
     config: dict[str, Any] = {
         "seed": llm.seed,
         "repair": cfg.repair_attempts,
@@ -124,7 +126,9 @@ REQUESTS = ("synthesize", "LLM requests")  # earmark.progress (stage, unit) of s
 
 def max_requests(item: str, cfg: SynthesizeSection) -> int:
     """LLM requests one clip needs at most on first attempts (repairs aside): the flow's estimate before the
-    shard's evidence is read."""
+    shard's evidence is read. `cfg` as `resolve_writers` decided it."""
+    if "auto" in (getattr(cfg, k) for k in WRITER_SETTINGS):
+        raise ValueError("max_requests needs the writers decided: pass resolve_writers(cfg, model)")
     llm_kinds = [k for k in CAPTION_KINDS if not (k in captions.RULE_KINDS and cfg.content_captions == "rule")]
     entailment_calls = int(cfg.entailment_sets == "llm")
     qa_calls, instruction_calls = 5 * (cfg.qa_pairs == "llm"), 3 * (cfg.instruction_triples == "llm")
@@ -142,7 +146,8 @@ def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[A
     rule-written content captions), entailment needs a premise."""
     if item == "captions":
         rule = captions.RULE_KINDS if s.cfg.content_captions == "rule" else ()
-        return 3 * sum(not captions.is_absent(ev, k, s) and k not in rule for k in CAPTION_KINDS)
+        by_rule = (captions.is_absent(ev, k, s) or k in rule or captions.only_silence(ev, k, s) for k in CAPTION_KINDS)
+        return 3 * sum(not r for r in by_rule)
     if item == "entailment":
         return int(s.cfg.entailment_sets == "llm" and entailment.premise_for(ev.clip_id, premises) is not None)
     qa_calls = len(qa.qa_plan(ev.clip_id)) if s.cfg.qa_pairs == "llm" else 0
@@ -187,6 +192,7 @@ def run(
     """The stage function: every clip of the shard, as many clips at a time as the LLM serves requests; its
     LLM requests share the deadline `[llm] shard_budget_s`. They are reported to earmark.progress as they
     return; `preplanned`: how many the flow already announced for this shard."""
+    cfg = resolve_writers(cfg, llm_cfg.model)  # as the spec keyed it, whatever the client calls its model
     client = llm.client()
     counted = _Counted(client, preplanned)
     try:
@@ -223,12 +229,16 @@ def _run(
         )
     fns: dict[str, Callable[[ClipEvidence], Outcome]] = {
         "captions": lambda ev: captions.caption_clip(ev, s),
-        "qa": lambda ev: rule_qa.rule_qa(ev, s) if cfg.qa_pairs == "rule" else qa.qa_clip(ev, s),
+        "qa": lambda ev: (
+            rule_qa.rule_qa(ev, s)
+            if cfg.qa_pairs == "rule"
+            else qa.qa_clip(ev, s, fallback=lambda: rule_qa.rule_qa(ev, s))
+        ),
         "entailment": lambda ev: entailment.entailment_clip(ev, premises, s),
         "instructions": lambda ev: (
             rule_qa.rule_instructions(ev, s)
             if cfg.instruction_triples == "rule"
-            else instructions.instructions_clip(ev, s)
+            else instructions.instructions_clip(ev, s, fallback=lambda: rule_qa.rule_instructions(ev, s))
         ),
     }
     outcomes = _per_clip(evidence, fns[item], concurrency)

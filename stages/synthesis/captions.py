@@ -63,6 +63,7 @@ def _phrase_rows(
             prompt_name=name,
             prompt_sha=sha,
             model="rule",
+            writer="rule",
             confidence=round(confidence, 3),
             item_id=f"{ev.clip_id}:{kind}:{i}",
             kind=kind,
@@ -71,6 +72,14 @@ def _phrase_rows(
         )
         for i, text in enumerate(texts)
     ]
+
+
+def _fallback(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
+    """What replaces a reference the model could not write truthfully: the rule-written captions of the kind
+    (content kinds) or composed from them (short, long)."""
+    if s.cfg.caption_fallback != "rule":
+        return []
+    return rule_captions(ev, kind, s) if kind in RULE_KINDS else combined_captions(ev, kind, s)
 
 
 def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
@@ -91,7 +100,7 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
                 why = "no confident fact" if not written else f"only {len(written)} distinct captions from the facts"
                 out.rejections.append(s.rejection(ev, "captions", rule, f"{kind} by rule: {why}"))
             continue
-        if s.cfg.content_captions == "rule" and only_silence(ev, kind, s):
+        if only_silence(ev, kind, s):  # whoever writes the rest: the facts fully determine these
             out.rows += silence_rows(ev, kind, s)
             continue
         prompt = s.prompt(f"caption_{kind}")
@@ -106,7 +115,7 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
             grounded(s, ev, reply.caption)
             return reply
 
-        fallback = combined_captions(ev, kind, s) if s.cfg.caption_fallback == "rule" else []
+        fallback = _fallback(ev, kind, s)
         for i in range(3):
             reply, raw, reason = ask(s, prompt, messages, reply_schema(model), parse, seed=s.seed_for(ev, i))
             if reply is None:
@@ -115,7 +124,8 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
                 if spare is not None:  # the reference written by rule from the same facts instead
                     fallback.remove(spare)
                     seen.add(spare.text.lower().rstrip("."))
-                    out.rows.append(spare.model_copy(update={"item_id": f"{ev.clip_id}:{kind}:{i}", "ref_index": i}))
+                    update = {"item_id": f"{ev.clip_id}:{kind}:{i}", "ref_index": i, "writer": "rule_fallback"}
+                    out.rows.append(spare.model_copy(update=update))
                 continue
             seen.add(reply.caption.lower().rstrip("."))
             out.rows.append(

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from earmark.config import SynthesizeSection
+from earmark.llm.models import EMBEDDED_MODELS
 from earmark.prompts import Phrases, Prompt, file_sha, load_phrases, load_prompt
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Rejection
@@ -47,14 +48,45 @@ class Outcome:
     rejections: list[Rejection] = field(default_factory=list)
 
 
+class Spare:
+    """The rule-written rows that stand in for the model's rejected ones, by a key field (`qa_index`, …); the
+    rule writer runs only when a first reply is rejected."""
+
+    def __init__(self, writer: Callable[[], Outcome] | None, key: str) -> None:
+        self.writer, self.key = writer, key
+        self._rows: dict[Any, Any] | None = None
+
+    def take(self, key: Any) -> Any | None:
+        if self.writer is None:
+            return None
+        if self._rows is None:
+            self._rows = {getattr(r, self.key): r for r in self.writer().rows}
+        row = self._rows.pop(key, None)
+        return None if row is None else row.model_copy(update={"writer": "rule_fallback"})
+
+
+WRITER_SETTINGS = ("content_captions", "entailment_sets", "qa_pairs", "instruction_triples")
+
+
+def resolve_writers(cfg: SynthesizeSection, model: str) -> SynthesizeSection:
+    """`cfg` with every "auto" writer setting decided for `model`: the model writes each item kind ("llm") unless it
+    is one of the embedded small models, whose text the rules beat ("rule"). What stages key and run on."""
+    auto = "rule" if not model or model in EMBEDDED_MODELS else "llm"
+    update = {k: auto for k in WRITER_SETTINGS if getattr(cfg, k) == "auto"}
+    return cfg.model_copy(update=update) if update else cfg
+
+
 @dataclass(frozen=True)
 class Synth:
-    """One synthesis run's LLM and settings (the config sections themselves, not copies)."""
+    """One synthesis run's LLM and settings, the writer settings decided for its model (`resolve_writers`)."""
 
     llm: LLM
     cfg: SynthesizeSection
     seed: int = 0
     min_confidence: float = 0.6  # [evidence] min_confidence: only facts this confident reach a prompt
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cfg", resolve_writers(self.cfg, getattr(self.llm, "model", "")))
 
     def prompt(self, name: str) -> Prompt:
         return load_prompt(name, self.cfg.prompt_dir)

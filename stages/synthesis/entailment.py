@@ -101,5 +101,5 @@ def entailment_clip(ev: ClipEvidence, captions: Sequence[Caption], s: Synth) -> 
         rows, why = rule_entailment(ev, premise, s)
         if why:
             rejected = s.rejection(ev, "entailment", prompt, f"{reason}; rule fallback: {why}", raw)
-        return Outcome(rows, [rejected])
+        return Outcome([r.model_copy(update={"writer": "rule_fallback"}) for r in rows], [rejected])
     return Outcome(hypothesis_rows(ev, s, s.lineage(ev, prompt), reply, premise, reply.confidence), [])

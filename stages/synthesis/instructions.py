@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from earmark.metrics.ifeval import check_rule
@@ -19,7 +20,7 @@ from earmark.prompts import Prompt
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import InstructionTriple
 from earmark.stages.claims import about_audio
-from earmark.stages.synthesis.common import Outcome, Synth, ask, check_sentence, clean, grounded
+from earmark.stages.synthesis.common import Outcome, Spare, Synth, ask, check_sentence, clean, grounded
 from earmark.stages.synthesis.replies import InstructionReply, instruction_reply, reply_schema
 
 PROMPTS = ("ifeval",)
@@ -120,9 +121,12 @@ def triple(
     )
 
 
-def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
+def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3, fallback: Callable[[], Outcome] | None = None) -> Outcome:
+    """The model's triples; with `fallback` (the clip's rule-written triples, same plan), an instruction the
+    model could not answer truthfully gets the rule's triple of that plan instead (`writer = "rule_fallback"`)."""
     prompt = s.prompt("ifeval")
     out = Outcome()
+    spare = Spare(fallback, "item_id")
     for i, plan in enumerate(instruction_plan(ev, prompt, n)):
         messages = prompt.render(
             evidence_text=s.notes(ev, "long"),
@@ -147,6 +151,9 @@ def instructions_clip(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
             out.rejections.append(
                 s.rejection(ev, "instructions", prompt, f"{plan['dimension']} rule {plan['rule']}: {reason}", raw)
             )
+            row = spare.take(f"{ev.clip_id}:instruction:{i}")
+            if row is not None:
+                out.rows.append(row)
             continue
         reply, answer = got
         out.rows.append(triple(ev, s.lineage(ev, prompt), i, plan, reply, answer, reply.confidence))

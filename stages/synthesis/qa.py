@@ -6,11 +6,12 @@ and each sees its own evidence view (`QA_EVIDENCE`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import QA_CATEGORIES, QAPair
-from earmark.stages.synthesis.common import Outcome, Synth, ask, grounded
+from earmark.stages.synthesis.common import Outcome, Spare, Synth, ask, grounded
 from earmark.stages.synthesis.replies import QAItem, reply_schema
 
 PROMPTS = ("qa",)
@@ -34,10 +35,13 @@ def qa_plan(clip_id: str, n: int = 5) -> list[dict[str, str]]:
     return [{"category": c, "difficulty": DIFFICULTY[i]} for i, c in enumerate(cats)]
 
 
-def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
+def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5, fallback: Callable[[], Outcome] | None = None) -> Outcome:
+    """The model's pairs; with `fallback` (the clip's rule-written pairs), a category whose pair the model could
+    not write truthfully gets the rule's pair of that category instead (`writer = "rule_fallback"`)."""
     prompt = s.prompt("qa")
     out = Outcome()
     asked: set[str] = set()
+    spare = Spare(fallback, "qa_index")
 
     def parse(data: Any, category: str = "") -> QAItem:
         item = QAItem.model_validate(data)
@@ -58,6 +62,10 @@ def qa_clip(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
         )
         if item is None:
             out.rejections.append(s.rejection(ev, "qa", prompt, f"{p['category']} pair: {reason}", raw))
+            row = spare.take(i)
+            if row is not None and row.question.lower() not in asked:
+                asked.add(row.question.lower())
+                out.rows.append(row)
             continue
         asked.add(item.question.lower())
         out.rows.append(qa_row(ev, s.lineage(ev, prompt), i, p, item.question, item.answer, item.confidence))

@@ -116,6 +116,7 @@ def _caption(ev: ClipEvidence, kind: str, i: int, text: str, sha: str) -> Captio
         prompt_name="content_rule",
         prompt_sha=sha,
         model="rule",
+        writer="rule",
         confidence=1.0,
         item_id=f"{ev.clip_id}:{kind}:{i}",
         kind=kind,

@@ -51,7 +51,7 @@ def rule_entailment(ev: ClipEvidence, premise: Caption, s: Synth) -> tuple[list[
     lineage = s.lineage(ev, s.prompt_like("entailment_rules"))
     return [
         EntailmentHypothesis(
-            **{**lineage, "model": "rule"},
+            **{**lineage, "model": "rule", "writer": "rule"},
             confidence=1.0,
             item_id=f"{ev.clip_id}:entailment:{label}",
             premise_kind=premise.kind,

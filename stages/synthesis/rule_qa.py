@@ -93,7 +93,7 @@ def rule_qa(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
     rule = s.prompt_like("qa_rules")
     rng = _rng(ev, s, 23)
     facts = qa_facts(ev, s, rng.randrange(3))
-    lineage = {**s.lineage(ev, rule), "model": "rule"}
+    lineage = {**s.lineage(ev, rule), "model": "rule", "writer": "rule"}
     out = Outcome()
     asked: set[str] = set()
     for i, p in enumerate(qa_plan(ev.clip_id, n)):
@@ -157,7 +157,7 @@ def rule_instructions(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
     rng = _rng(ev, s, 29)
     variant = rng.randrange(3)
     facts = qa_facts(ev, s, variant)
-    lineage = {**s.lineage(ev, rule), "model": "rule"}
+    lineage = {**s.lineage(ev, rule), "model": "rule", "writer": "rule"}
     out = Outcome()
     for i, plan in enumerate(instruction_plan(ev, s.prompt("ifeval"), n)):
         form = plan["form"] if plan["form"] in ("list", "json") else "text"
