@@ -321,13 +321,31 @@ def _quote(e: _Evidence, quoted: str) -> Judgement:
     said, heard = _norm_words(quoted), _norm_words(f.value)
     if not said:
         return _j(UNSUPPORTED, None, "empty quote")
-    ratio = SequenceMatcher(None, said, heard).find_longest_match(0, len(said), 0, len(heard)).size / len(said)
-    found = sum(w in set(heard) for w in said) / len(said)
-    if ratio >= 0.8 or found >= 0.9:
+    if not _contains(said, heard):
+        if sum(w in set(heard) for w in said) / len(said) < 0.5:
+            return _j(CONTRADICTED, "speech.transcript", "the confident transcript does not contain these words")
+        return _j(UNSUPPORTED, "speech.transcript", "only some of the quoted words are in the transcript")
+    phrases = list(e.ev.all("speech.quote"))
+    if not phrases:  # evidence from before phrase facts: the confident transcript decides
         return _j(SUPPORTED, "speech.transcript")
-    if found < 0.5:
-        return _j(CONTRADICTED, "speech.transcript", "the confident transcript does not contain these words")
-    return _j(UNSUPPORTED, "speech.transcript", "only some of the quoted words are in the transcript")
+    # the words must lie in phrases heard with confidence (a run of them), not merely somewhere in the transcript
+    runs, run = [], []  # type: ignore[var-annotated]
+    for p in phrases:
+        if p.value and (p.confidence or 0.0) >= e.thr:
+            run += _norm_words(p.value)
+        elif run:
+            runs.append(run)
+            run = []
+    runs.append(run)
+    if any(run and _contains(said, run) for run in runs):
+        return _j(SUPPORTED, "speech.quote")
+    return _j(UNSUPPORTED, "speech.quote", "these words were not all heard with confidence: quote only clear phrases")
+
+
+def _contains(said: list[str], heard: list[str]) -> bool:
+    """The quoted words are in `heard`: most of them in one run, or nearly all of them somewhere."""
+    ratio = SequenceMatcher(None, said, heard).find_longest_match(0, len(said), 0, len(heard)).size / len(said)
+    return ratio >= 0.8 or sum(w in set(heard) for w in said) / len(said) >= 0.9
 
 
 def _topic(e: _Evidence, word: str) -> Judgement:

@@ -25,7 +25,9 @@ from earmark.schemas.records import Clip, LabelProb
 from earmark.stages import bands
 from earmark.stages.base import Inputs, StageSpec
 
-EVIDENCE_VERSION = "8"  # 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone
+# 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone; 9: quotable phrases
+# (`speech.quote`), the HPSS texture and beat strength only on music without sound events
+EVIDENCE_VERSION = "9"
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
@@ -51,6 +53,9 @@ MEASURED = {
 }
 ONE_SIDED_CONFIDENCE = 0.3  # a blind room estimate on a clip with music or events: perhaps not the room
 ONE_SPEAKER_CONFIDENCE, MORE_SPEAKERS_CONFIDENCE = 0.75, 0.65  # Resemblyzer clustering on ≤ 10 s
+PHRASE_GAP_S = 0.5  # a pause this long ends a quotable phrase, as punctuation does
+PHRASE_END = ".,;:!?"
+UNFINISHED = 0.5  # a last phrase without closing punctuation: perhaps cut by the clip's end, not a whole phrase
 
 
 def spec(expert_tables: Sequence[str], cfg: EvidenceSection) -> StageSpec:
@@ -218,11 +223,40 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
     return _record(clip, dom.domain, f.facts)
 
 
+def phrases(words: Sequence[Any]) -> list[list[Any]]:
+    """The transcript's words cut into phrases: at punctuation and at pauses of `PHRASE_GAP_S`."""
+    out: list[list[Any]] = [[]]
+    for w in words:
+        if out[-1] and w.start_s - out[-1][-1].end_s >= PHRASE_GAP_S:
+            out.append([])
+        out[-1].append(w)
+        if w.word.strip()[-1:] in PHRASE_END:
+            out.append([])
+    return [p for p in out if p]
+
+
+def _quotes(f: _Facts, asr: Any, check: Any) -> None:
+    """One `speech.quote` fact per whole phrase, its confidence that of its least sure word × (1 − the
+    hallucination score): a quote is made only of phrases every word of which was heard with confidence (a
+    mean over the transcript let "spare. We add everything" through for "despair, we had everything")."""
+    hallucination = check.hallucination_score if check is not None else 0.5
+    cut = phrases(asr.words)
+    for i, phrase in enumerate(cut[:MAX_LIST]):
+        text = "".join(w.word for w in phrase).strip()
+        least = min(w.prob for w in phrase)
+        subject = f"{phrase[0].start_s:.1f}-{phrase[-1].end_s:.1f}"
+        conf = least * (1.0 - hallucination)
+        if i == len(cut) - 1 and text[-1:] not in PHRASE_END:  # the clip's end may have cut it short
+            conf *= UNFINISHED
+        f.add(asr, "speech.quote", _r(least), text, subject=subject, confidence=conf)
+
+
 def _transcript(f: _Facts, asr: Any, check: Any, vad: Any) -> None:
     if asr is None or not asr.text.strip():
         return
     conf = transcript_confidence(asr, check)
     f.add(asr, "speech.transcript", value=asr.text.strip(), confidence=conf)
+    _quotes(f, asr, check)
     # tiny.en and other English-only models cannot identify a language: their "en" is not a finding
     lid = 0.0 if ".en" in asr.backend else asr.language_prob
     f.add(asr, "speech.language", value=asr.language, confidence=lid)
@@ -262,9 +296,13 @@ def _music(f: _Facts, mus: Any, sep: Any) -> None:
         return
     f.add(mus, "music.tempo_bpm", _r(mus.tempo_bpm, 1), confidence=mus.tempo_confidence or 0.0)
     f.add(mus, "music.beats", float(len(mus.beat_times_s)))
-    f.add(mus, "music.beat_strength", _r(mus.beat_strength))
+    # HPSS and onsets read the whole mix: sound effects count as percussion and beats (15 items called
+    # strings-only music percussive in a held-out build). On music with events they are not facts about the music.
+    events = next((x.value for x in f.facts if x.type == "content.sound_events"), None)
+    mixed = None if events == "absent" else ONE_SIDED_CONFIDENCE
+    f.add(mus, "music.beat_strength", _r(mus.beat_strength), confidence=mixed)
     f.add(mus, "music.key", value=mus.key, confidence=mus.key_confidence or 0.0)
-    f.add(mus, "music.harmonic_ratio", _r(mus.harmonic_ratio))
+    f.add(mus, "music.harmonic_ratio", _r(mus.harmonic_ratio), confidence=mixed)
     f.labels(mus, "music.tag", mus.tags)
     contour = mus.loudness_contour_db
     f.add(mus, "music.loudness_range_db", _r(max(contour) - min(contour), 1) if contour else None)

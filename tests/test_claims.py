@@ -542,3 +542,93 @@ def test_a_yes_no_or_degree_question_asks_about_presence_and_levels_it_does_not_
     assert [a.claim.value for a in asserted("Does the woman speak?", audit("Does the woman speak?", male))] == [
         "female"
     ]  # a gender is presupposed, even in a yes/no question
+
+
+def _speech_evidence(words):
+    """A one-voice speech clip built by the evidence stage from a transcript of (word, prob) pairs, 0.3 s each."""
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import DomainDecision, Transcript, Word
+    from earmark.stages.evidence import build_evidence
+
+    lin = {"clip_id": "q2", "expert": "x", "expert_version": "1", "backend": "faster-whisper:tiny.en"}
+    dom = DomainDecision(
+        **lin, domain="S00", speech_prob=0.999, music_prob=0.001, sound_prob=0.001, silent=False, features=[]
+    )
+    ws = [Word(word=f" {w}", start_s=0.3 * i, end_s=0.3 * i + 0.25, prob=p) for i, (w, p) in enumerate(words)]
+    asr = Transcript(
+        **lin,
+        text="".join(w.word for w in ws),
+        language="en",
+        language_prob=1.0,
+        words=ws,
+        avg_logprob=-0.2,
+        no_speech_prob=0.01,
+        vad_speech_s=3.0,
+        skipped_reason=None,
+    )
+    check = SimpleNamespace(**lin, hallucination_score=0.0, flags=[])
+    vad = SimpleNamespace(**lin, speech_s=3.0, speech_ratio=0.6, segments=[])
+    return build_evidence(
+        SimpleNamespace(clip_id="q2", duration_s=5.0), {"domain": dom, "asr": asr, "asr_check": check, "vad": vad}
+    )
+
+
+def test_a_quote_is_a_whole_phrase_heard_with_confidence():
+    """The held-out build quoted "spare. We add everything before us" for "…despair, we had everything before
+    us": the transcript's mean probability was high, its words were not. Quotes now come from whole phrases
+    whose every word is sure, and the audit supports only such words."""
+    from earmark.stages.render import View
+    from earmark.stages.synthesis.rule_captions import quote_of
+
+    words = [("It", 0.95), ("was", 0.9), ("the", 0.93), ("winter", 0.9), ("of", 0.92), ("spare.", 0.31)]
+    words += [("We", 0.4), ("add", 0.35), ("everything", 0.9), ("before", 0.93), ("us,", 0.9)]
+    words += [("we", 0.92), ("had", 0.9), ("nothing", 0.95), ("before", 0.9), ("us.", 0.93)]
+    ev = _speech_evidence(words)
+    phrases = [(f.value, f.subject) for f in ev.all("speech.quote")]
+    assert [p for p, _ in phrases] == [
+        "It was the winter of spare.",
+        "We add everything before us,",
+        "we had nothing before us.",
+    ]
+    assert quote_of(View(ev, 0.6)) == "we had nothing before us"  # the two phrases before it have unsure words
+    # a sure phrase, then a sure one the clip's end cut short ("it was the winter of"): only the whole one
+    sure = _speech_evidence(words[11:] + words[:5])
+    assert quote_of(View(sure, 0.6)) == "we had nothing before us"
+    assert _verdicts('She says "we had nothing before us".', ev)[("quote", "we had nothing before us")] == "supported"
+    assert _verdicts('She says "we add everything before us".', ev)[("quote", "we add everything before us")] == (
+        "unsupported"
+    )
+    assert _verdicts('She says "green apples fall down".', ev)[("quote", "green apples fall down")] == "contradicted"
+
+
+def test_texture_and_beat_are_facts_of_music_without_sound_events():
+    """HPSS reads sound effects as percussion: strings-only music with effects was called percussive 15 times in
+    a held-out build. The texture and beat strength are facts only where sound events are surely absent."""
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import DomainDecision
+    from earmark.stages.evidence import build_evidence
+
+    def ev(domain):
+        lin = {"clip_id": "p1", "expert": "x", "expert_version": "1", "backend": "b"}
+        probs = {f"{h}_prob": 0.999 if c != "0" else 0.001 for h, c in zip(("speech", "music", "sound"), domain)}
+        dom = DomainDecision(**lin, domain=domain, silent=False, features=[], **probs)
+        mus = SimpleNamespace(
+            **lin,
+            analyzed=True,
+            tempo_bpm=None,
+            tempo_confidence=None,
+            beat_times_s=[],
+            beat_strength=0.8,
+            key=None,
+            key_confidence=None,
+            harmonic_ratio=0.2,
+            tags=[],
+            loudness_contour_db=[],
+        )
+        return build_evidence(SimpleNamespace(clip_id="p1", duration_s=5.0), {"domain": dom, "music": mus})
+
+    assert _verdicts("Percussive music with a steady beat.", ev("0M0"))[("beat", "beat")] == "supported"
+    with_events = _verdicts("Percussive music with a steady beat.", ev("0MA"))
+    assert with_events[("beat", "beat")] == "unsupported"

@@ -28,9 +28,9 @@ def render(ev, kind):
 
 
 def synth(llm, audit: bool = False) -> Synth:
-    """Tests of the call → validate → repair mechanics switch the claim audit off (it has its own tests) and ask
-    the model for entailment sets (the default writes them by rule)."""
-    return Synth(llm, SynthesizeSection(repair_with_audit=audit, entailment_sets="llm"))
+    """Tests of the call → validate → repair mechanics switch the claim audit off (it has its own tests), ask
+    the model for entailment sets and write content captions by rule (an embedded model's defaults)."""
+    return Synth(llm, SynthesizeSection(repair_with_audit=audit, entailment_sets="llm", content_captions="rule"))
 
 
 def _ev(domain="S00", transcript="hello there, nice to meet you", clip_id="0123456789abcdef0123"):

@@ -20,9 +20,37 @@ from earmark.stages.render import SOUND_LABELS, View, speech_when, when_phrase
 from earmark.stages.synthesis.common import Synth, check_sentence
 
 KINDS = ("speech", "music", "sound", "environment")
-QUOTE_WORDS = 7
+QUOTE_WORDS = 10  # whole confident phrases, joined up to this many words
+LEGACY_QUOTE_WORDS = 7  # evidence without phrase facts: the start of the transcript
 TRAILING = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
 _env = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
+
+
+def quote_of(v: View) -> str | None:
+    """Words to quote: the first whole phrase heard with confidence (`speech.quote`), joined with the confident
+    phrases right after it up to `QUOTE_WORDS`; never part of a phrase. Evidence without phrase facts (built
+    before them) quotes the start of a confident transcript, as before."""
+    if not any(True for _ in v.ev.all("speech.quote")):
+        return _transcript_start(v)
+    words: list[str] = []
+    for f in v.ev.all("speech.quote"):
+        confident = f.value and (f.confidence or 0.0) >= v.thr
+        n = len(f.value.split()) if f.value else 0
+        if confident and len(words) + n <= QUOTE_WORDS:
+            words += f.value.replace('"', "").split()
+        elif words:  # the run of confident phrases ends
+            break
+    return " ".join(words).rstrip(".,;:!?") or None
+
+
+def _transcript_start(v: View) -> str | None:
+    transcript = v.ok("speech.transcript")
+    if transcript is None or not transcript.value:
+        return None
+    words = transcript.value.replace('"', "").split()[:LEGACY_QUOTE_WORDS]
+    while len(words) > 3 and words[-1].lower().strip(".,;:!?") in TRAILING:  # "… leaves from" → "… leaves"
+        words.pop()
+    return " ".join(words).rstrip(".,;:!?")
 
 
 def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
@@ -38,13 +66,7 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
                 genders.add(label)
     gender = next(iter(genders)) if len(genders) == 1 and n <= 1 else None
     key = "two" if n == 2 else "many" if n >= 3 else gender or "unknown"
-    transcript = v.ok("speech.transcript")
-    quote = None
-    if transcript is not None and transcript.value:
-        words = transcript.value.replace('"', "").split()[:QUOTE_WORDS]
-        while len(words) > 3 and words[-1].lower().strip(".,;:!?") in TRAILING:  # "… leaves from" → "… leaves"
-            words.pop()
-        quote = " ".join(words).rstrip(".,;:!?")
+    quote = quote_of(v)
     return {
         "who": w["who"][key],
         "voice": w["voice"][key],
