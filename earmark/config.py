@@ -189,6 +189,9 @@ class FilterSection(Section):
     """QC settings (stages/qc.py, stages/margin.py, stages/audit.py). Every one enters the qc shard key."""
 
     claim_audit: bool = True  # every item's claims judged against its clip's evidence (stages/claims.py)
+    # one specific fact of a clip supports at most this many groups of its items (a caption kind's references, an
+    # entailment set, a QA pair, a triple), so one expert error cannot become 20 items (stages/budget.py); 0: off
+    fact_budget: int = Field(6, ge=0, le=100)
     min_confidence: float = Field(0.5, ge=0, le=1)
     max_short_words: int = 30
     min_long_words: int = 8

@@ -15,6 +15,7 @@ from earmark.prompts import load_phrases, request_sha
 from earmark.schemas import ITEM_TABLES
 from earmark.stages.audit import audit_items, duplicate_items
 from earmark.stages.base import Inputs, StageSpec
+from earmark.stages.budget import fact_budget
 from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, decode_clip, margin_checks, require_clap, threshold
 from earmark.stages.qc import STAGE_VERSION, ClipContext, run_checks
 
@@ -40,6 +41,7 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
         "sbert": sbert_name,
         "clap": f.clap_model if f.margin_backend == "clap" else None,
         "claim_audit": f.claim_audit,
+        "fact_budget": f.fact_budget if f.claim_audit else 0,
         "min_confidence": cfg.evidence.min_confidence,
     }
     return StageSpec(
@@ -93,6 +95,7 @@ def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str,
         evidence = {e.clip_id: e for e in inputs("evidence")}
         audited, claims = audit_items(items, evidence, cfg.evidence.min_confidence)
         rows += audited
+        rows += fact_budget(items, claims, rows, f.fact_budget)  # needs the audit's supporting facts
     return {"qc": rows, "claims": claims}
 
 

@@ -271,3 +271,58 @@ def test_summary_has_a_row_per_table_and_check():
     assert by[("captions", "confidence")]["rejected"] == 1 and by[("captions", "confidence")]["kept"] == 1
     assert by[("instructions", "ifeval_answer")]["kept"] == 1
     assert kept_ids(rows) == {"c:long:1", "c:if:4:lower"}
+
+
+def test_one_fact_supports_a_bounded_number_of_item_groups():
+    """A wrong speaker count copied by the templates into every item of a clip: past the budget, the item groups
+    resting on it are rejected (the references of one caption kind count once), presence facts are not counted,
+    and items another check rejects take no budget."""
+    from earmark.schemas.outcomes import ItemClaim, QCResult
+    from earmark.schemas.records import QAPair
+    from earmark.stages.budget import fact_budget
+
+    caps = [_cap(k, f"Two people talk ({k} {i}).", i=i) for k in ("short", "long", "speech") for i in range(3)]
+    qa = [
+        QAPair(
+            **_lin(),
+            item_id=f"c:qa:{i}",
+            qa_index=i,
+            category="direct_perception",
+            difficulty="basic",
+            question="Who speaks?",
+            answer=f"Two people ({i}).",
+        )
+        for i in range(4)
+    ]
+
+    def claims(item, table):
+        rows = [("speakers", "speakers.count"), ("presence", "content.speech=present")]
+        return [
+            ItemClaim(
+                item_table=table,
+                item_id=item.item_id,
+                clip_id="c",
+                field="text",
+                claim_type=t,
+                value="2",
+                span="two people",
+                specific=True,
+                verdict="supported",
+                fact=f,
+                reason="",
+            )
+            for t, f in rows
+        ]
+
+    found = [c for x in caps for c in claims(x, "captions")] + [c for x in qa for c in claims(x, "qa")]
+    rejected_first_qa = [
+        QCResult(item_table="qa", item_id="c:qa:0", clip_id="c", check="x", keep=False, reason="r", score=None)
+    ]
+    out = fact_budget({"captions": caps, "qa": qa}, found, rejected_first_qa, budget=4)
+    keep = {r.item_id: r.keep for r in out}
+    assert all(keep[c.item_id] for c in caps)  # 3 caption groups: short, long, speech
+    assert keep["c:qa:0"]  # already rejected by another check: no verdict against it, and no budget taken
+    assert keep["c:qa:1"] and not keep["c:qa:2"] and not keep["c:qa:3"]  # the 4th group, then over
+    why = next(r.reason for r in out if r.item_id == "c:qa:2")
+    assert "speakers.count" in why and "content.speech" not in why
+    assert fact_budget({"captions": caps}, found, [], budget=0) == []  # off
