@@ -105,6 +105,8 @@ def _speech_lines(p: Phrases, v: View) -> list[str]:
             if n == 1
             else s["n_speakers"].format(n=({2: s["counts"][0], 3: s["counts"][1]}).get(n, s["several"]))
         )
+    elif v.ev.get("speakers.count") is not None:  # counted, but the pitch check did not confirm the number
+        lines.append(s["unsure_speakers"])
     for who in v.ev.subjects("speaker.speech_s")[:3]:
         genders = v.ev.labels("speaker.gender", who)
         if genders:

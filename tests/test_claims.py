@@ -632,3 +632,53 @@ def test_texture_and_beat_are_facts_of_music_without_sound_events():
     assert _verdicts("Percussive music with a steady beat.", ev("0M0"))[("beat", "beat")] == "supported"
     with_events = _verdicts("Percussive music with a steady beat.", ev("0MA"))
     assert with_events[("beat", "beat")] == "unsupported"
+
+
+def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
+    """Resemblyzer split single readers into two voices in a held-out build ("two people" in 22 items) and merged
+    two readers into one: the count is a fact only when the voices' pitch agrees; otherwise the caption says
+    "one or more people" and a number is unsupported."""
+    from types import SimpleNamespace
+
+    from earmark.config import SynthesizeSection
+    from earmark.schemas.records import DomainDecision, Diarization, SpeakerProfile, SpeakerTurn
+    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesis.common import Synth
+    from earmark.stages.synthesis.rule_captions import rule_captions
+
+    lin = {"clip_id": "d1", "expert": "x", "expert_version": "1", "backend": "b"}
+    dom = DomainDecision(
+        **lin, domain="S00", speech_prob=0.999, music_prob=0.001, sound_prob=0.001, silent=False, features=[]
+    )
+
+    def ev(pitches, iqr=20.0):
+        turns = [SpeakerTurn(speaker=f"S{i + 1}", start_s=2.0 * i, end_s=2.0 * i + 1.8) for i in range(len(pitches))]
+        dia = Diarization(**lin, n_speakers=len(pitches), turns=turns, skipped_reason=None)
+        profiles = [
+            SpeakerProfile(
+                speaker=f"S{i + 1}",
+                speech_s=1.8,
+                gender=[],
+                age_band=[],
+                emotion=[],
+                accent=[],
+                pitch_median_hz=hz,
+                pitch_iqr_hz=iqr,
+                energy_dbfs=-20.0,
+                method="m",
+            )
+            for i, hz in enumerate(pitches)
+        ]
+        spk = SimpleNamespace(**lin, speakers=profiles, skipped_reason=None)
+        return build_evidence(
+            SimpleNamespace(clip_id="d1", duration_s=5.0), {"domain": dom, "diarization": dia, "speakers": spk}
+        )
+
+    apart, alike = ev([120.0, 215.0]), ev([130.0, 136.0])
+    assert _verdicts("Two people talk.", apart)[("speakers", "2")] == "supported"
+    assert _verdicts("Two people talk.", alike)[("speakers", "2")] == "unsupported"
+    s = Synth(None, SynthesizeSection(content_captions="rule"))
+    assert rule_captions(alike, "speech", s)[0].text.startswith("One or more people speak")
+    assert _verdicts("One voice speaks.", ev([150.0]))[("speakers", "1")] == "supported"
+    wide = ev([160.0], iqr=120.0)  # a pitch spread of two voices (about 12 semitones) under one cluster
+    assert _verdicts("One voice speaks.", wide)[("speakers", "1")] == "unsupported"

@@ -57,6 +57,7 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     if v.content("speech") != "present":
         return None
     n = int(v.num("speakers.count") or 0)
+    unsure = n == 0 and v.ev.get("speakers.count") is not None  # a count the pitch check did not confirm
     genders = set()
     for who in v.ev.subjects("speaker.speech_s"):
         labels = v.ev.labels("speaker.gender", who)
@@ -64,8 +65,8 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
             label, p = max(labels.items(), key=lambda kv: kv[1])
             if p >= v.thr:
                 genders.add(label)
-    gender = next(iter(genders)) if len(genders) == 1 and n <= 1 else None
-    key = "two" if n == 2 else "many" if n >= 3 else gender or "unknown"
+    gender = next(iter(genders)) if len(genders) == 1 and n <= 1 and not unsure else None
+    key = "two" if n == 2 else "many" if n >= 3 else "some" if unsure else gender or "unknown"
     quote = quote_of(v)
     return {
         "who": w["who"][key],
