@@ -641,7 +641,7 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     from types import SimpleNamespace
 
     from earmark.config import SynthesizeSection
-    from earmark.schemas.records import DomainDecision, Diarization, SpeakerProfile, SpeakerTurn
+    from earmark.schemas.records import Diarization, DomainDecision, SpeakerProfile, SpeakerTurn
     from earmark.stages.evidence import build_evidence
     from earmark.stages.synthesis.common import Synth
     from earmark.stages.synthesis.rule_captions import rule_captions
