@@ -1,0 +1,302 @@
+"""A real-audio dev benchmark with full ground truth: clips mixed from DEV-package sources, and what is in each.
+
+    .venv/bin/python benchmarks/devset.py --corpus /work/data-cache/tagger-ev --out data/devset-input \\
+        --per-domain 6 [--seed 7] [--events events.jsonl] [--music music.jsonl]
+
+Every clip is mixed here from the decoded sources of the corpus `training/build_corpus.py scan` wrote (DEV
+packages only: never trained or tuned on; the held-out packages are never in the corpus), so what it contains is
+known exactly. `<out>/truth.jsonl` holds one line per clip — the record `benchmarks/devset_truth.py` and the
+by-hand sheet check items against:
+
+    id, domain, len_s,
+    speakers: [{group, gender, turns: [{start_s, end_s, text, file}]}]   # text: the words said, where known
+    music:    {file, pkg, start_s, end_s, drum_heavy, tags: {group: [tag, ...]}} or null   # drum_heavy: null = unknown
+    events:   [{class, start_s, end_s, file, pkg}]                         # AudioSet class of a labelled effect
+    room:     {noise_dbfs}
+
+What is known, and how:
+- the words: Warzone 2100's voice lines (the text in the comment of its audio/audio.cfg line) and KTuberling's
+  English words (the file name); other speech (Tux Paint, KTuberling in other languages) has no text and is not
+  English, which Whisper tiny.en cannot transcribe;
+- gender: per speaker group, from the median F0 of 12 of its files (`GENDER`, measured once by
+  `--measure-groups`); groups whose files disagree or lie between 130 and 185 Hz, or sound like children, have
+  no gender truth;
+- events: only effects with a class from the event tagger's path rules (`--events`: uid → class), placed at a
+  known time, level chosen to be audible over the other stems;
+- music tags: where the music labels (`--music`: uid → {group: [tags]}) know them; otherwise empty (unknown, not
+  "absent").
+Two speaker groups in one clip are two voices (different packages or languages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import zipfile
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+SR = 16_000
+DOMAINS = ("000", "S00", "0M0", "00A", "SM0", "S0A", "0MA", "SMA")
+# Median F0 per speaker group (Hz, 12 random files each, librosa pYIN; `--measure-groups` prints them): only
+# groups whose files agree and lie clearly on one side of the adult ranges get a gender.
+GENDER = {
+    "ktuberling-en": "male",
+    "ktuberling-wa": "male",
+    "ktuberling-ga": "male",
+    "ktuberling-es": "male",
+    "tuxpaint-bg": "male",
+    "ktuberling-it": "female",
+    "ktuberling-ro": "female",
+    "tuxpaint-es": "female",
+    "tuxpaint-el": "female",
+    "warzone": "female",
+}
+ENGLISH = ("warzone", "ktuberling-en")  # groups with known words Whisper tiny.en can transcribe
+TWO_SPEAKERS = 0.35  # share of speech clips with two voices
+
+
+def _db(x: np.ndarray) -> float:
+    return float(10 * np.log10(np.mean(x.astype(np.float64) ** 2) + 1e-12))
+
+
+def _active_db(x: np.ndarray) -> float:
+    """RMS over the frames within 30 dB of the loudest (a level that ignores the file's silences)."""
+    frames = x[: len(x) // 320 * 320].reshape(-1, 320) if len(x) >= 320 else x.reshape(1, -1)
+    e = 10 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=1) + 1e-12)
+    return float(10 * np.log10(np.mean(10 ** (e[e > e.max() - 30] / 10))))
+
+
+def _span(x: np.ndarray) -> tuple[float, float]:
+    """Start and end (s) of the part of `x` within 40 dB of its loudest 20 ms frame."""
+    frames = x[: max(len(x) // 320, 1) * 320].reshape(-1, 320) if len(x) >= 320 else x.reshape(1, -1)
+    e = 10 * np.log10(np.mean(frames.astype(np.float64) ** 2, axis=1) + 1e-12)
+    on = np.flatnonzero(e > e.max() - 40)
+    return float(on[0] * 320 / SR), float((on[-1] + 1) * 320 / SR)
+
+
+def warzone_texts(pkgs: Path) -> dict[str, str]:
+    """File name → words, from the comments of Warzone 2100's audio/audio.cfg."""
+    base = next(pkgs.glob("warzone2100-data/usr/share/games/warzone2100/base.wz"), None)
+    if base is None:
+        return {}
+    cfg = zipfile.ZipFile(base).read("audio/audio.cfg").decode("utf-8", "replace")
+    out = {}
+    for m in re.finditer(r'audio\s+"([^"]+)"[^\n]*?/\*\s*([^*]+?)\s*\*/', cfg):
+        out[m.group(1).lower()] = m.group(2).strip()
+    return out
+
+
+class Sources:
+    """The corpus's DEV sources by role, with what is known of each."""
+
+    def __init__(self, corpus: Path, events: dict[str, str], music: dict[str, dict]):
+        rows = [json.loads(line) for line in (corpus / "sources.jsonl").read_text().splitlines()]
+        self.dir = corpus / "sources"
+        dev = [r for r in rows if r["split"] == "dev"]
+        texts = warzone_texts(corpus.parent / "pkgs")
+        self.speech: dict[str, list[dict]] = defaultdict(list)
+        for r in dev:
+            if r["kind"] != "speech":
+                continue
+            group = "warzone" if r["pkg"] == "warzone2100-data" else r["group"]
+            name = Path(r["path"]).name.lower()
+            r["text"] = None
+            if group == "warzone":
+                r["text"] = texts.get(name)
+            elif group == "ktuberling-en":
+                r["text"] = Path(name).stem.split("_")[-1]
+            self.speech[group].append(r)
+        self.music = [r for r in dev if r["kind"] == "music"]
+        self.music_tags = music
+        self.events = [dict(r, event=events[r["uid"]]) for r in dev if r["kind"] == "sfx" and r["uid"] in events]
+
+    def audio(self, r: dict) -> np.ndarray:
+        return np.load(self.dir / f"{r['uid']}.npy").astype(np.float32) / 32768.0
+
+
+def _speech(src: Sources, rng: np.random.Generator, n_len: int, two: bool) -> tuple[np.ndarray, list[dict]]:
+    english = [g for g in ENGLISH if src.speech.get(g)]
+    others = [g for g in src.speech if g not in ENGLISH and len(src.speech[g]) >= 10]
+    pool = english if rng.random() < 0.7 or not others else others
+    first = str(rng.choice(pool))
+    groups = [first]
+    if two:
+        rest = [g for g in [*english, *others] if g != first and GENDER.get(g) != GENDER.get(first)]
+        rest = rest or [g for g in [*english, *others] if g != first]
+        groups.append(str(rng.choice(rest)))
+    y = np.zeros(n_len, np.float32)
+    speakers = [{"group": g, "gender": GENDER.get(g), "turns": []} for g in groups]
+    level = rng.uniform(-26, -17)
+    t = int(rng.uniform(0.1, 0.6) * SR)
+    turn = 0
+    while t < n_len - SR // 2:
+        who = speakers[turn % len(speakers)]
+        r = src.speech[who["group"]][int(rng.integers(len(src.speech[who["group"]])))]
+        x = src.audio(r)
+        if len(x) > n_len - t:
+            break
+        x = x * 10 ** ((level - _active_db(x)) / 20)
+        y[t : t + len(x)] += x
+        a, b = _span(x)
+        who["turns"].append(
+            {"start_s": round(t / SR + a, 2), "end_s": round(t / SR + b, 2), "text": r["text"], "file": r["path"]}
+        )
+        t += len(x) + int(rng.uniform(0.25, 0.7) * SR)
+        turn += 1 if two and rng.random() < 0.7 else 0
+    speakers = [s for s in speakers if s["turns"]]
+    return y, speakers
+
+
+def _drum_heavy(path: str, tags: dict) -> bool | None:
+    """Known only for LMMS's loops (its beats/ and drum folders vs its bass loops) and music whose labels list
+    instruments; None elsewhere (unknown, not "no")."""
+    low = path.lower()
+    if "/samples/beats/" in low or "drum" in low:
+        return True
+    if "/samples/bassloops/" in low:
+        return False
+    if tags.get("instrument"):
+        return "drums" in tags["instrument"]
+    return None
+
+
+def _music(src: Sources, rng: np.random.Generator, n_len: int, level: float) -> tuple[np.ndarray, dict]:
+    r = src.music[int(rng.integers(len(src.music)))]
+    x = src.audio(r)
+    start = int(rng.integers(0, max(1, len(x) - n_len)))
+    x = x[start : start + n_len]
+    if len(x) < n_len:
+        x = np.tile(x, n_len // max(len(x), 1) + 1)[:n_len]
+    x = x * 10 ** ((level - _active_db(x)) / 20)
+    tags = src.music_tags.get(r["uid"], {})
+    truth = {
+        "file": r["path"],
+        "pkg": r["pkg"],
+        "start_s": 0.0,
+        "end_s": round(n_len / SR, 2),
+        "drum_heavy": _drum_heavy(r["path"], tags),
+        "tags": tags,
+    }
+    return x.astype(np.float32), truth
+
+
+def _events(src: Sources, rng: np.random.Generator, n_len: int, level: float) -> tuple[np.ndarray, list[dict]]:
+    y = np.zeros(n_len, np.float32)
+    out = []
+    busy: list[tuple[int, int]] = []
+    for _ in range(int(rng.integers(1, 4))):
+        r = src.events[int(rng.integers(len(src.events)))]
+        x = src.audio(r)[: 4 * SR]
+        if len(x) >= n_len:
+            continue
+        for _try in range(20):
+            t = int(rng.integers(0, n_len - len(x)))
+            if all(t + len(x) <= a or t >= b for a, b in busy):
+                break
+        else:
+            continue
+        x = x * 10 ** ((level + rng.uniform(-3, 3) - _active_db(x)) / 20)
+        y[t : t + len(x)] += x
+        busy.append((t, t + len(x)))
+        a, b = _span(x)
+        out.append(
+            {
+                "class": r["event"],
+                "start_s": round(t / SR + a, 2),
+                "end_s": round(t / SR + b, 2),
+                "file": r["path"],
+                "pkg": r["pkg"],
+            }
+        )
+    return y, sorted(out, key=lambda e: e["start_s"])
+
+
+def make_clip(src: Sources, domain: str, rng: np.random.Generator, clip_id: str) -> tuple[np.ndarray, dict]:
+    n_len = int(rng.choice([8.0, 10.0, 10.0]) * SR)
+    speech_on, music_on, events_on = (domain[i] != "0" for i in range(3))
+    mix = np.zeros(n_len, np.float32)
+    truth: dict = {"id": clip_id, "domain": domain, "len_s": n_len / SR, "speakers": [], "music": None, "events": []}
+    speech_db = None
+    if speech_on:
+        y, truth["speakers"] = _speech(src, rng, n_len, rng.random() < TWO_SPEAKERS)
+        mix += y
+        speech_db = _active_db(y) if np.any(y) else None
+    if music_on:
+        level = (speech_db - rng.uniform(8, 14)) if speech_db is not None else rng.uniform(-24, -15)
+        y, truth["music"] = _music(src, rng, n_len, level)
+        mix += y
+    if events_on:
+        ref = speech_db if speech_db is not None else (truth["music"] and _active_db(mix))
+        level = (ref + rng.uniform(-2, 4)) if ref else rng.uniform(-24, -14)
+        y, truth["events"] = _events(src, rng, n_len, level)
+        mix += y
+    noise_db = float(rng.uniform(-66, -54))
+    pink = np.cumsum(rng.standard_normal(n_len)).astype(np.float32)
+    pink -= np.convolve(pink, np.ones(400) / 400, mode="same")
+    mix += pink * 10 ** ((noise_db - _db(pink)) / 20)
+    peak = float(np.max(np.abs(mix)))
+    if peak > 0.95:
+        mix *= 0.95 / peak
+    truth["room"] = {"noise_dbfs": round(noise_db, 1)}
+    return mix, truth
+
+
+def measure_groups(src: Sources, per_group: int = 12) -> None:
+    """Print each DEV speech group's median F0 over `per_group` random files: what `GENDER` was read from."""
+    import librosa
+
+    rng = np.random.default_rng(0)
+    for group, rows in sorted(src.speech.items()):
+        meds = []
+        for i in rng.permutation(len(rows))[:per_group]:
+            f0, _, _ = librosa.pyin(
+                src.audio(rows[i])[: 3 * SR], fmin=65, fmax=600, sr=SR, frame_length=1024, hop_length=320
+            )
+            if np.isfinite(f0).sum() > 5:
+                meds.append(round(float(np.nanmedian(f0))))
+        print(group, len(rows), sorted(meds), GENDER.get(group, "-"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--corpus", type=Path, required=True, help="build_corpus.py's tagger folder (sources.jsonl)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--per-domain", type=int, default=6)
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--events", type=Path, help="JSON lines {uid, class}: the DEV effects with an event class")
+    ap.add_argument("--music", type=Path, help="JSON lines {uid, tags: {group: [tag]}}: DEV music with known tags")
+    ap.add_argument("--measure-groups", action="store_true", help="print the speech groups' median F0 and stop")
+    a = ap.parse_args()
+    events = {}
+    if a.events:
+        events = {r["uid"]: r["class"] for r in map(json.loads, a.events.read_text().splitlines()) if r.get("class")}
+    music = {}
+    if a.music:
+        music = {r["uid"]: r["tags"] for r in map(json.loads, a.music.read_text().splitlines())}
+    src = Sources(a.corpus, events, music)
+    if a.measure_groups:
+        return measure_groups(src)
+    if not src.events:
+        raise SystemExit("no DEV effect has an event class: pass --events (the event tagger's labels of the corpus)")
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for d_i, domain in enumerate(DOMAINS):
+        for i in range(a.per_domain):
+            rng = np.random.default_rng([a.seed, d_i, i])
+            clip_id = f"dev_{domain}_{i:02d}"
+            y, truth = make_clip(src, domain, rng, clip_id)
+            sf.write(a.out / f"{clip_id}.wav", y, SR, subtype="PCM_16")
+            rows.append(truth)
+    with open(a.out / "truth.jsonl", "w") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+    print(f"{len(rows)} clips in {a.out} (truth.jsonl beside them)")
+
+
+if __name__ == "__main__":
+    main()
