@@ -313,3 +313,79 @@ TIMES = (
     r"\d{4}s?|decade|century|birthday|party|wedding|festival|ceremony|celebration"
 )
 NUMBER = r"\b\d+(?:[.,]\d+)?\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred)\b"
+
+# The words that name an event class of the event tagger (AudioSet names; experts/probe/events.py, and a paper
+# tagger's labels mapped to them): an "event" claim whose value is the class, supported by a confident
+# `sound.event` fact of that class. Read before instruments and genres ("a car horn" is no brass, "a pop" no
+# genre) and before the coarse descriptors, which stand in for the classes they cover (`EVENT_DESCRIPTOR`)
+# when only the heuristic tagger ran.
+EVENT_CLASSES: list[tuple[str, str]] = [
+    (r"applause|applaud\w*|clapping|claps|clapped", "Applause"),
+    (r"laugh\w*|giggl\w*|chuckl\w*", "Laughter"),
+    (r"crowds?|cheer\w*", "Crowd"),
+    (r"typing|types on (?:a |the )?keyboard|keyboard (?:clicks|clacking)|typewriters?", "Typing"),
+    (r"camera(?: shutter)?s?|shutters?", "Camera"),
+    (r"clock ticks?|ticking(?: clock)?|tick-tock|ticks|clocks?", "Tick-tock"),
+    (r"sirens?|wailing siren", "Siren"),
+    (r"alarms?(?: clock)?", "Alarm"),
+    (r"beeps?|beeping|bleeps?|bleeping|blips?", "Beep, bleep"),
+    (r"(?:car|truck|vehicle) horns?(?: honk\w*)?|horns? honk\w*|honk\w*|hooting", "Vehicle horn, car horn, honking"),
+    (r"door ?bells?", "Doorbell"),
+    (r"knock\w*", "Knock"),
+    (r"doors?|slam\w*", "Door"),
+    (r"bells?|tolling", "Bell"),
+    (r"chimes?|chiming", "Chime"),
+    (r"glass(?:es)?|clink\w*|shatter\w*", "Glass"),
+    (r"thunder\w*", "Thunder"),
+    (r"rain|rains|raining|rainfall|raindrops?|drizzl\w*", "Rain"),
+    (r"wind|winds|windy|gusts?|gusting", "Wind"),
+    (r"splash\w*|splatter\w*", "Splash, splatter"),
+    (r"(?:running |flowing )?water|streams?|rivers?|waves|trickl\w*|bubbl\w*|drip\w*|gurgl\w*", "Water"),
+    (r"(?:crackling )?fire|fireplace|campfire|flames?|crackl\w*", "Fire"),
+    (r"explosions?|explod\w*|blasts?|detonat\w*|booms?", "Explosion"),
+    (r"gunshots?|gunfire|guns?|gun fires|shots? (?:fired|ring out)|shooting|rifles?|pistols?", "Gunshot, gunfire"),
+    (r"footsteps?|foot ?steps|walking|walks|steps", "Walk, footsteps"),
+    (r"dogs?|bark\w*|woof\w*|pupp(?:y|ies)", "Dog"),
+    (r"cats?|meow\w*|miaow\w*|purr\w*|kittens?", "Cat"),
+    (r"cows?|cattle|moo|moos|mooing|bulls?", "Cattle, bovinae"),
+    (r"horses?|neigh\w*|whinn\w*|gallop\w*|hooves|hoofbeats?", "Horse"),
+    (r"chickens?|hens?|roosters?|cluck\w*", "Chicken, rooster"),
+    (r"pigs?|piglets?|oink\w*", "Pig"),
+    (r"sheep|bleat\w*|lambs?", "Sheep"),
+    (r"frogs?|croak\w*|toads?", "Frog"),
+    (r"ducks?|quack\w*", "Duck"),
+    (r"goose|geese", "Goose"),
+    (r"insects?|bees?|mosquito\w*|crickets?|cicadas?", "Insect"),
+    (r"birds?|birdsong|chirp\w*|tweet\w*|twitter\w*|owls?|seagulls?|gulls?|pigeons?|bird calls?", "Bird"),
+    (r"whoosh\w*|woosh\w*|swoosh\w*|swish\w*", "Whoosh, swoosh, swish"),
+    (r"thuds?|thudding|thump\w*", "Thump, thud"),
+    (r"helicopters?", "Helicopter"),
+    (r"aircraft|airplanes?|aeroplanes?|planes?|jets?", "Aircraft"),
+    (r"trains?|locomotives?", "Train"),
+    (r"motorcycles?|motorbikes?", "Motorcycle"),
+    (r"engines?|motors?|revving", "Engine"),
+    (r"cars?|vehicles?|traffic", "Car"),
+    (r"hammer\w*", "Hammer"),
+    (r"sawing|handsaws?", "Sawing"),
+    (r"chainsaws?", "Chainsaw"),
+    (r"coins?", "Coin (dropping)"),
+    (r"clicks?|clicking|clicked", "Clicking"),
+    (r"boings?|boinging", "Boing"),
+    (r"popping(?: sound)?|pops|bursts?|bursting", "Burst, pop"),
+    (r"clang\w*|clank\w*", "Clang"),
+    (r"dings?|dinging", "Ding"),
+]
+# The coarse descriptor (experts/tags.py, the heuristic tagger) an event class's words used to claim.
+EVENT_DESCRIPTOR = {
+    "Clicking": "impulsive sound",
+    "Knock": "impulsive sound",
+    "Thump, thud": "impulsive sound",
+    "Burst, pop": "impulsive sound",
+    "Beep, bleep": "tonal sound",
+    "Ding": "tonal sound",
+    "Chime": "tonal sound",
+    "Whoosh, swoosh, swish": "noise",
+}
+# A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
+# event claimed just before it, against that event's spans).
+MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"

@@ -45,6 +45,7 @@ SPECIFIC = {
     "tempo",
     "key",
     "event",
+    "moment",
     "place",
     "time",
     "number",
@@ -107,6 +108,7 @@ _TABLES: list[tuple[re.Pattern[str], str, str]] = [
 _LATE: list[tuple[re.Pattern[str], str, str]] = [
     (_words(V.LANGUAGE), "language", ""),
     (re.compile(V.KEY), "key", ""),
+    *[(_words(rx), "event", cls) for rx, cls in V.EVENT_CLASSES],
     (_words(V.GENRES), "genre", ""),
     (_words(V.INSTRUMENTS), "instrument", ""),
     (_words(V.MOODS), "mood", ""),
@@ -116,6 +118,7 @@ _LATE: list[tuple[re.Pattern[str], str, str]] = [
     (_words(V.TIMES), "time", ""),
     *[(_words(rx), t, v) for rx, t, v in V.PRESENCE[1:]],
     (_words(V.BEAT), "beat", "beat"),
+    (re.compile(V.MOMENT), "moment", ""),
     (re.compile(V.NUMBER), "number", ""),
 ]
 
@@ -214,7 +217,7 @@ def extract(text: str) -> list[ExtractedClaim]:
             t, v = type_, value or m.group(0)
             if t == "silence" and negated:
                 continue
-            if t == "tempo" and value == "bpm":
+            if t in ("tempo", "moment") and value in ("bpm", ""):
                 v = m.group(1)
             elif t == "key":
                 v = f"{m.group(1).replace(' sharp', '#').replace(' flat', 'b').upper()} {m.group(2)}"
@@ -239,7 +242,21 @@ def extract(text: str) -> list[ExtractedClaim]:
             a, b = m.start(), m.end()
             if a > 0 and free(a, b) and m.group(0) not in NOT_NAMES:
                 take(a, b, "name", m.group(0))
-    return sorted(out, key=lambda c: c.start)
+    return _moments_of_events(text, sorted(out, key=lambda c: c.start))
+
+
+def _moments_of_events(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
+    """A moment right after an event in the same clause ("a dog barks at about 2 s") is that event's: its
+    value becomes "2@Dog"."""
+    out = list(claims)
+    for i, c in enumerate(out):
+        if c.type != "moment" or i == 0 or out[i - 1].type != "event":
+            continue
+        prev = out[i - 1]
+        between = text[prev.start + len(prev.span) : c.start]
+        if len(between) <= 40 and not re.search(r"[.;!?]|\bthen\b|\band\b", between):
+            out[i] = ExtractedClaim(c.type, f"{c.value}@{prev.value}", c.span, c.start)
+    return out
 
 
 # ------------------------------------------------------------------------------------------- judging
@@ -391,6 +408,55 @@ def _person(e: _Evidence, type_: str, value: str) -> Judgement:
     return _j(UNSUPPORTED, None, f"no confident {type_} for any speaker")
 
 
+VOCAL = ("Laughter", "breath", "laugh", "cough", "sneez", "cry")  # a voice can make these sounds
+
+
+def event_spans(ev: ClipEvidence, thr: float, cls: str | None = None) -> list[tuple[str, float, float]]:
+    """(class, start, end) of the confident `sound.event` facts (of one class)."""
+    out = []
+    for f in ev.all("sound.event"):
+        if (f.confidence or 0.0) >= thr and f.value and (cls is None or f.value == cls) and f.subject:
+            a, _, b = f.subject.partition("-")
+            out.append((f.value, float(a), float(b)))
+    return out
+
+
+def _event(e: _Evidence, v: str) -> Judgement:
+    if (j := _needs(e, "sound")) is not None and not (v.startswith(VOCAL) and e.content("speech") == "present"):
+        return j
+    if spans := event_spans(e.ev, e.thr, v):
+        return _j(SUPPORTED, f"sound.event={v}@{spans[0][1]:g}-{spans[0][2]:g}")
+    if (d := V.EVENT_DESCRIPTOR.get(v)) is not None and any(
+        k == d and p >= e.thr for k, p in e.all_labels("sound_tags.clip")
+    ):
+        return _j(SUPPORTED, f"sound_tags.clip[{d}]")
+    if _tag_support(e, "sound_tags.clip", v.split(",")[0].lower()):  # a paper tagger's own label for it
+        return _j(SUPPORTED, f"sound_tags~{v}")
+    return _j(UNSUPPORTED, None, f"no expert heard the sound source '{v}'")
+
+
+MOMENT_TOLERANCE_S = 1.0  # events are found per 2 s window: "at about 2 s" holds for a span from 1 s to 3 s
+
+
+def _moment(e: _Evidence, v: str) -> Judgement:
+    """A moment ("at about 2 s"): inside the span of the event claimed just before it, else of any timed fact."""
+    value, _, about = v.partition("@")
+    t, cls = float(value), about or None
+    spans = [(a, b) for _, a, b in event_spans(e.ev, e.thr, cls)]
+    if cls is None:
+        for f in (*e.ev.all("speech.segment"), *e.ev.all("speech.quote")):
+            if f.subject and (f.confidence is None or f.confidence >= e.thr):
+                a, _, b = f.subject.partition("-")
+                spans.append((float(a), float(b)))
+    near = [(a, b) for a, b in spans if a - MOMENT_TOLERANCE_S <= t <= b + MOMENT_TOLERANCE_S]
+    what = f"'{cls}'" if cls else "anything timed"
+    if near:
+        return _j(SUPPORTED, f"{cls or 'span'}@{near[0][0]:g}-{near[0][1]:g}")
+    if spans and cls:
+        return _j(CONTRADICTED, f"{cls}@{spans[0][0]:g}-{spans[0][1]:g}", f"{what} is heard at another time")
+    return _j(UNSUPPORTED, None, f"no confident time for {what}")
+
+
 def _tag_support(e: _Evidence, fact: str, word: str) -> bool:
     w = word.rstrip("s")
     return any(w in label.lower() and p >= e.thr for label, p in e.all_labels(fact))
@@ -485,12 +551,9 @@ def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> J
         s = e.num("music.beat_strength")
         return _band(s, "music.beat_strength", s is not None and s >= 0.5, False, "beat")
     if t == "event":
-        vocal = v.startswith(("breath", "laugh", "cough", "sneez", "cry"))  # a voice can make these sounds
-        if (j := _needs(e, "sound")) is not None and not (vocal and e.content("speech") == "present"):
-            return j
-        if _tag_support(e, "sound_tags.clip", v):
-            return _j(SUPPORTED, f"sound_tags~{v}")
-        return _j(UNSUPPORTED, None, f"no expert names the sound source '{v}'")
+        return _event(e, v)
+    if t == "moment":
+        return _moment(e, v)
     if t == "descriptor":
         if (j := _needs(e, "sound")) is not None and e.content("music") != "present":
             return j

@@ -9,6 +9,7 @@ kept: the confident transcript's words, when in the clip speech, music and event
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from earmark.prompts import Phrases
 from earmark.schemas.evidence import ClipEvidence
@@ -46,6 +47,33 @@ class View:
                 a, b = (float(x) for x in f.subject.split("-"))
                 out.append((a, b))
         return sorted(set(out))
+
+
+@dataclass(frozen=True)
+class Heard:
+    """One event class heard with confidence: its AudioSet name and time spans (s)."""
+
+    cls: str
+    spans: tuple[tuple[float, float], ...]
+
+    @property
+    def at(self) -> int:
+        """The first span's start, in whole seconds (what "at about N s" says; the audit allows a window)."""
+        return int(round(self.spans[0][0]))
+
+    def when(self, p: Phrases, v: View) -> str | None:
+        return when_phrase(p, list(self.spans), v.ev.duration_s)
+
+
+def heard_events(v: View) -> list[Heard]:
+    """The confident `sound.event` facts by class, in the order they are first heard."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for f in v.ev.all("sound.event"):
+        if f.value and f.subject and (f.confidence or 0.0) >= v.thr:
+            a, _, b = f.subject.partition("-")
+            spans.setdefault(f.value, []).append((float(a), float(b)))
+    heard = [Heard(c, tuple(sorted(s))) for c, s in spans.items()]
+    return sorted(heard, key=lambda h: (h.spans[0][0], h.cls))
 
 
 def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float) -> str | None:
@@ -163,6 +191,12 @@ def _sound_lines(p: Phrases, v: View) -> list[str]:
     lines = []
     if (when := when_phrase(p, v.windows(SOUND_LABELS), v.ev.duration_s)) is not None:
         lines.append(s["heard"].format(when=when))
+    named = [e for e in heard_events(v) if e.cls in p["events"]]
+    for e in named:
+        at = s["at"].format(t=e.at) if len(e.spans) == 1 and e.spans[0][1] - e.spans[0][0] <= 4 else None
+        lines.append(s["event"].format(noun=p["events"][e.cls]["noun"], when=at or e.when(p, v) or "").rstrip())
+    if named:  # the tagger's own labels are the classes just named
+        return lines
     for f in v.ev.all("sound_tags.clip"):
         if f.value in s["tags"] and (f.number or 0) >= v.thr:
             lines.append(s["tags"][f.value])

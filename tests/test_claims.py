@@ -52,7 +52,7 @@ def _verdicts(text, ev):
         ("A woman talks about the office door.", {("topic", "office"): "supported", ("topic", "door"): "supported"}),
         (
             "A woman speaks in an office while a door slams.",
-            {("place", "office"): "unsupported", ("event", "door"): "contradicted"},
+            {("place", "office"): "unsupported", ("event", "Door"): "contradicted"},
         ),
         (
             "Two people talk over soft piano music.",
@@ -137,7 +137,7 @@ def test_a_pitch_level_is_an_unsupported_specific_claim():
 def test_extraction_reads_absence_and_does_not_read_inside_words():
     kinds = [(c.type, c.value) for c in extract("No music and no one speaking; a piano-free, tone-deaf beep.")]
     assert ("absence", "music") in kinds and ("absence", "speech") in kinds
-    assert ("descriptor", "tonal sound") in kinds and ("absence", "music") == kinds[0]
+    assert ("event", "Beep, bleep") in kinds and ("absence", "music") == kinds[0]
     assert all(c.type != "absence" for c in extract("Soft piano music plays."))  # 'no' inside 'piano'
 
 
@@ -326,7 +326,7 @@ def test_a_negator_denies_every_item_of_the_list_after_it(text, denied):
         ("No speech, music plays throughout.", ("presence", "music")),  # a comma list needs its "or"/"and"
         ("No speech and music plays throughout.", ("presence", "music")),
         ("No music, just speech over sound events.", ("presence", "speech")),
-        ("The clip has no speech or music, and a dog barks.", ("event", "dog")),
+        ("The clip has no speech or music, and a dog barks.", ("event", "Dog")),
         ("No speech; impulsive sounds near the start.", ("descriptor", "impulsive sound")),
         ("No, the voice is female.", ("gender", "female")),
         ("There is no doubt that a man speaks.", ("gender", "male")),
@@ -356,7 +356,7 @@ def test_a_denied_claim_is_contradicted_by_what_is_there():
     assert _verdicts("A man speaks, not a woman.", SPEECH)[("absence", "gender:female")] == "contradicted"
     male = evidence_of("s2", "S00", {"speakers.count": 1, "S1@speaker.gender": {"male": 0.95}})
     assert _verdicts("A man speaks, not a woman.", male)[("absence", "gender:female")] == "supported"
-    assert _verdicts("No dog barks.", EVENTS)[("absence", "event:dog")] == "unsupported"  # nobody names sources
+    assert _verdicts("No dog barks.", EVENTS)[("absence", "event:Dog")] == "unsupported"  # no tagger names it
     assert next(c for c in extract("No dog barks.") if c.type == "absence").specific
 
 
@@ -682,3 +682,43 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     assert _verdicts("One voice speaks.", ev([150.0]))[("speakers", "1")] == "supported"
     wide = ev([160.0], iqr=120.0)  # a pitch spread of two voices (about 12 semitones) under one cluster
     assert _verdicts("One voice speaks.", wide)[("speakers", "1")] == "unsupported"
+
+
+# A clip where the event tagger heard a dog in the window 2-4 s and footsteps in 6-8 s.
+DOG = evidence_of(
+    "e1",
+    "00A",
+    {"2-4@sound.event": {"Dog": 0.93}, "6-8@sound.event": {"Walk, footsteps": 0.91}, "0-2@sound.event": {"Rain": 0.3}},
+)
+
+
+def test_named_events_and_their_moments_are_claims_the_tagger_decides():
+    v = _verdicts("A dog barks at about 2 s, then footsteps at 7 s.", DOG)
+    assert v[("event", "Dog")] == "supported" and v[("event", "Walk, footsteps")] == "supported"
+    assert v[("moment", "2@Dog")] == "supported" and v[("moment", "7@Walk, footsteps")] == "supported"
+    late = _verdicts("A dog barks at 8 s.", DOG)
+    assert late[("moment", "8@Dog")] == "contradicted"  # the dog is heard at 2-4 s
+    assert _verdicts("Rain falls.", DOG)[("event", "Rain")] == "unsupported"  # below the evidence bar
+    assert _verdicts("A car horn honks.", DOG)[("event", "Vehicle horn, car horn, honking")] == "unsupported"
+    assert ("instrument", "horn") not in _verdicts("A car horn honks.", DOG)  # a car horn is no brass
+    # the coarse heuristic tagger still supports the words its descriptors covered
+    assert _verdicts("Short clicks and beeps.", EVENTS)[("event", "Clicking")] == "supported"
+
+
+def test_sound_captions_name_the_events_and_pass_the_audit():
+    from earmark.config import SynthesizeSection
+    from earmark.prompts import load_phrases
+    from earmark.stages.render import render
+    from earmark.stages.synthesis.common import Synth
+    from earmark.stages.synthesis.rule_captions import rule_captions
+
+    texts = [c.text for c in rule_captions(DOG, "sound", Synth(None, SynthesizeSection(content_captions="rule")))]
+    assert texts == [
+        "A dog barks, then footsteps are heard.",
+        "A dog at about 2 s, footsteps at 6 s.",
+        "A dog and footsteps.",
+    ]
+    for t in texts:
+        assert claim_verdict(audit(t, DOG))[0], t
+    notes = render(DOG, "sound", load_phrases("evidence"))
+    assert "- a dog at about 2 s" in notes and "- footsteps at about 6 s" in notes and "rain" not in notes

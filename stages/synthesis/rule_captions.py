@@ -16,7 +16,7 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption
 from earmark.stages import bands
-from earmark.stages.render import SOUND_LABELS, View, speech_when, when_phrase
+from earmark.stages.render import SOUND_LABELS, View, heard_events, speech_when, when_phrase
 from earmark.stages.synthesis.common import Synth, check_sentence
 
 KINDS = ("speech", "music", "sound", "environment")
@@ -96,9 +96,25 @@ def _music(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     }
 
 
+MAX_EVENTS = 2  # named in one content caption (MECAT's sound captions are 5 words on average)
+
+
+def _events(v: View, when: Any) -> list[dict[str, Any]]:
+    """The named events for the templates, first heard first: noun, clause, when, and the second it starts."""
+    out = []
+    for e in heard_events(v):
+        words = when["events"].get(e.cls)
+        if words is not None:
+            out.append({**words, "when": e.when(when, v), "at": e.at, "cls": e.cls})
+    return out
+
+
 def _sound(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     if v.content("sound_events") != "present":
         return None
+    events = _events(v, when)[:MAX_EVENTS]
+    if events:
+        return {"events": events, "descriptor": None, "when": None}
     tags = sorted(
         (
             (f.number or 0, f.value)
