@@ -180,3 +180,40 @@ def test_a_capable_endpoint_writes_every_item_kind_and_the_rules_catch(item):
     assert rows and {r.writer for r in rows} <= {"rule", "rule_fallback"}
     assert any(r.writer == "rule_fallback" for r in rows)  # a rejected reply's item came from the rules
     assert all(r.model == "rule" for r in rows)
+
+
+EVENTS_CLIP = evidence_of(
+    "e0e0e0e0000000000001",
+    "00A",
+    {"2-4@sound.event": {"Dog": 0.93}, "6-8@sound.event": {"Walk, footsteps": 0.91}, "levels.lufs": -24.0},
+    duration_s=10.0,
+)
+
+
+def test_named_events_become_questions_answers_and_hypotheses():
+    """A dog at 2-4 s and footsteps at 6-8 s: the rule-written items name them, say when, and each passes the
+    audit; the contradiction puts the dog at a time it is not heard."""
+    from earmark.schemas.records import Caption
+    from earmark.stages.synthesis.rule_entailment import rule_entailment
+
+    pairs = rule_qa(EVENTS_CLIP, S).rows
+    answers = " ".join(p.answer for p in pairs)
+    assert "dog" in answers.lower() and "footsteps" in answers.lower(), answers
+    premise = Caption(
+        clip_id=EVENTS_CLIP.clip_id,
+        domain="00A",
+        prompt_name="p",
+        prompt_sha="s",
+        model="m",
+        confidence=0.9,
+        item_id="x:long:0",
+        kind="long",
+        ref_index=0,
+        text="A dog barks, then footsteps are heard.",
+    )
+    rows, why = rule_entailment(EVENTS_CLIP, premise, S)
+    assert why is None
+    hyp = {r.label: r.hypothesis for r in rows}
+    assert hyp["contradiction"] == "A dog barks at about 9 s." or "dog" not in hyp["contradiction"].lower(), hyp
+    qc, _ = audit_items({"entailment": rows, "qa": pairs}, {EVENTS_CLIP.clip_id: EVENTS_CLIP}, 0.6)
+    assert all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]

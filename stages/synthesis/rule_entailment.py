@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from typing import Any
+
+import jinja2
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption, EntailmentHypothesis
 from earmark.stages.claims import SUPPORTED, AuditedClaim, audit, entailment_label_check
+from earmark.stages.render import View, heard_events
 from earmark.stages.synthesis.common import Synth
+
+_env = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
 
 LABELS = ("entailment", "neutral", "contradiction")
 
@@ -35,14 +41,39 @@ def _pick(label: str, candidates: Sequence[str], ev: ClipEvidence, s: Synth, pre
     return None
 
 
+def _event_facts(ev: ClipEvidence, s: Synth) -> dict[str, Any]:
+    """The first named event (noun, clause, at) and a whole second of the clip when it is not heard (`elsewhere`)."""
+    v = View(ev, s.min_confidence)
+    heard = heard_events(v)
+    events = [e for e in heard if e.cls in s.phrases("evidence")["events"]]
+    if not events:
+        return {}
+    first = events[0]
+    words = s.phrases("evidence")["events"][first.cls]
+    busy = [(a - 2.0, b + 2.0) for a, b in first.spans]
+    free = [t for t in range(int(ev.duration_s)) if not any(a <= t <= b for a, b in busy)]
+    return {"event": {**words, "at": first.at, "elsewhere": free[-1] if free else None}}
+
+
+def _render(templates: Sequence[str], facts: dict[str, Any]) -> list[str]:
+    """The candidates, templates filled with the clip's facts; one whose facts are missing is left out."""
+    out = []
+    for t in templates:
+        text = " ".join(_env.from_string(t).render(**facts).split()) if "{" in t else t
+        if len(text.split()) >= 3 and "None" not in text:
+            out.append(text)
+    return out
+
+
 def rule_entailment(ev: ClipEvidence, premise: Caption, s: Synth) -> tuple[list[EntailmentHypothesis], str | None]:
     """The clip's three hypotheses by rule, or ([], why not)."""
     spec = s.phrases("entailment_rules")
     rng = random.Random(s.seed_for(ev, 17))
     premise_facts = _facts(audit(premise.text, ev, s.min_confidence))
+    facts = _event_facts(ev, s)
     chosen: dict[str, str] = {}
     for label in LABELS:
-        candidates = list(spec[label])
+        candidates = _render(spec[label], facts)
         rng.shuffle(candidates)
         text = _pick(label, [c for c in candidates if c not in chosen.values()], ev, s, premise_facts)
         if text is None:

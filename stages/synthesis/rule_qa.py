@@ -59,6 +59,9 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     sp = FACTS["speech"](v, words, phrases) or {}
     mu = FACTS["music"](v, words, phrases) or {}
     facts |= {"gender": sp.get("gender"), "quote": sp.get("quote"), "tempo": mu.get("tempo_word")}
+    events = (FACTS["sound"](v, words, phrases) or {}).get("events") or []
+    facts["event"] = events[0] if events else None
+    facts["next_event"] = events[1] if len(events) > 1 else None
     facts["beat"] = mu.get("beat") or None
     for band, fact in (
         ("loudness", "levels.lufs"),
