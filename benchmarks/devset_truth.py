@@ -1,0 +1,165 @@
+"""Per-fact accuracy of a build over the real-audio dev benchmark, against what was really mixed into each clip.
+
+    .venv/bin/python benchmarks/devset_truth.py data/devbench --truth data/devbench-input/truth.jsonl \\
+        [--version v0001] [--json benchmarks/results/devset_facts.json]
+
+`benchmarks/devset.py` mixed the clips and wrote their truth. For every clip of the version, the facts the
+evidence *states* (the ones that reach prompts and rule-written items: confident, presence at its stricter bar)
+are compared with the truth, per fact type:
+
+| fact | stated when | right when |
+|---|---|---|
+| speech / music / sound events present or absent | the presence fact says present or absent | the clip has it / has not |
+| speaker count | the count is confident (the pitch check confirmed it) | the number of voices mixed |
+| gender | one voice, its gender confident (what "a man" / "a woman" says) | the voice's group's gender (groups without one are skipped) |
+| quote | the rule-written quote (`rule_captions.quote_of`) | word error rate against the words said in the quote's time span |
+| percussion | the music's texture is stated (percussive or mixed: drums; sustained: none) | the music's drums, where known |
+| event (per class) | a confident `sound.event` of the class, with its span | an event of that class mixed within 1 s of the span |
+| music tag | a confident music tag fact | the track's labels say so (tracks without labels are skipped) |
+
+Also the kept items' claims (table `claims`, supported ones) of the same types, so what the benchmark says is
+measured as well as what the evidence holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from earmark.prompts import load_phrases
+from earmark.schemas import ClipEvidence, from_table
+from earmark.stages.claims import event_spans
+from earmark.stages.render import View
+from earmark.stages.synthesis.rule_captions import FACTS, quote_of
+from earmark.storage import Catalog
+
+TOLERANCE_S = 1.0
+CONTENT = {"speech": "speakers", "music": "music", "sound_events": "events"}
+WORDS, PHRASES = load_phrases("content_captions")["words"], load_phrases("evidence")
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9']+", text.lower())
+
+
+def wer(said: list[str], ref: list[str]) -> float:
+    """Word error rate of `said` against `ref` (Levenshtein over words / len(ref))."""
+    d = list(range(len(ref) + 1))
+    for i, w in enumerate(said, 1):
+        prev, d[0] = d[0], i
+        for j, r in enumerate(ref, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (w != r))
+    return d[len(ref)] / max(len(ref), 1)
+
+
+class Tally:
+    def __init__(self) -> None:
+        self.n: dict[str, int] = defaultdict(int)
+        self.right: dict[str, int] = defaultdict(int)
+        self.errors: dict[str, list[str]] = defaultdict(list)
+
+    def add(self, fact: str, ok: bool, clip: str, detail: str = "") -> None:
+        self.n[fact] += 1
+        self.right[fact] += ok
+        if not ok:
+            self.errors[fact].append(f"{clip}: {detail}")
+
+    def table(self) -> list[dict]:
+        return [
+            {"fact": f, "stated": self.n[f], "right": self.right[f], "accuracy": round(self.right[f] / self.n[f], 3)}
+            for f in sorted(self.n)
+        ]
+
+
+def _span(subject: str | None) -> tuple[float, float] | None:
+    if not subject or "-" not in subject:
+        return None
+    a, _, b = subject.partition("-")
+    return float(a), float(b)
+
+
+def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list[float]) -> None:
+    v, clip = View(ev, thr), truth["id"]
+    for kind, key in CONTENT.items():
+        state = v.content(kind)
+        if state in ("present", "absent"):
+            has = bool(truth[key])
+            t.add(f"presence:{kind}", (state == "present") == has, clip, f"stated {state}, truth {has}")
+    n = v.num("speakers.count")
+    if n is not None and v.content("speech") == "present":
+        t.add("speakers.count", int(n) == len(truth["speakers"]), clip, f"stated {n:g}, truth {len(truth['speakers'])}")
+    stated = (FACTS["speech"](v, WORDS, PHRASES) or {}).get("gender")  # what "a man" / "a woman" says
+    if stated and len(truth["speakers"]) == 1 and truth["speakers"][0]["gender"]:
+        g = truth["speakers"][0]["gender"]
+        t.add("gender", stated == g, clip, f"stated {stated}, truth {g}")
+    elif stated and len(truth["speakers"]) > 1:
+        t.add("gender", False, clip, f"stated one {stated} voice; {len(truth['speakers'])} voices mixed")
+    quote = quote_of(v)
+    if quote:
+        said = [turn for s in truth["speakers"] for turn in s["turns"]]
+        spans = [_span(f.subject) for f in ev.all("speech.quote") if f.value and words(f.value)[:1] == words(quote)[:1]]
+        a, b = spans[0] if spans and spans[0] else (0.0, truth["len_s"])
+        ref = [
+            w
+            for turn in said
+            if turn["end_s"] >= a - 0.5 and turn["start_s"] <= b + 0.5
+            for w in words(turn["text"] or "")
+        ]
+        if any(turn["text"] for turn in said):
+            e = wer(words(quote), ref)
+            quotes.append(e)
+            t.add("quote (WER ≤ 0.2)", e <= 0.2, clip, f"quoted {quote!r}, said {' '.join(ref)!r}")
+    harm = v.num("music.harmonic_ratio")
+    if harm is not None and truth["music"] and truth["music"].get("drum_heavy") is not None:
+        drums = harm < 0.8
+        t.add("percussion", drums == truth["music"]["drum_heavy"], clip, f"harmonic ratio {harm:g}")
+    for cls, a, b in event_spans(ev, thr):
+        ok = any(
+            e["class"] == cls and e["end_s"] >= a - TOLERANCE_S and e["start_s"] <= b + TOLERANCE_S
+            for e in truth["events"]
+        )
+        t.add(f"event:{cls}", ok, clip, f"stated {a:g}-{b:g} s; truth {[e['class'] for e in truth['events']]}")
+    music_tags = truth["music"]["tags"] if truth["music"] else {}
+    for f in ev.facts:
+        group = f.type.split(".", 1)[1] if f.type.startswith("music.") else None
+        if group in music_tags and f.value and (f.confidence or 0) >= thr:
+            t.add(f"music.{group}:{f.value}", f.value in music_tags[group], clip, f"labels {music_tags[group]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset_dir", type=Path)
+    ap.add_argument("--truth", type=Path, required=True)
+    ap.add_argument("--version")
+    ap.add_argument("--min-confidence", type=float, default=0.6)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--errors", action="store_true", help="list every wrong fact")
+    a = ap.parse_args()
+    cat = Catalog(a.dataset_dir.parent, a.dataset_dir.name)
+    v = a.version or cat.latest_version()
+    truth = {r["id"]: r for r in map(json.loads, a.truth.read_text().splitlines())}
+    evidence = from_table(ClipEvidence, cat.read("evidence", cat.version_shards(v)["evidence"]))
+    source = dict(cat.query(f"SELECT clip_id, source_path FROM {v}.clips"))
+    t, quotes = Tally(), []
+    for ev in evidence:
+        row = truth.get(Path(source.get(ev.clip_id, "")).stem)
+        if row is not None:
+            check_clip(ev, row, a.min_confidence, t, quotes)
+    rows = t.table()
+    print(f"{a.dataset_dir.name} {v}: {len(evidence)} clips\n\n| fact | stated | right | accuracy |\n|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['fact']} | {r['stated']} | {r['right']} | {r['accuracy']:.3f} |")
+    if quotes:
+        print(f"\nquotes: {len(quotes)}, mean WER {sum(quotes) / len(quotes):.3f}")
+    if a.errors:
+        for fact, errs in sorted(t.errors.items()):
+            print(f"\n{fact}:\n  " + "\n  ".join(errs))
+    if a.json:
+        a.json.write_text(json.dumps({"version": v, "facts": rows, "quote_wer": quotes, "errors": t.errors}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
