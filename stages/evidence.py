@@ -247,7 +247,7 @@ def _quotes(f: _Facts, asr: Any, check: Any) -> None:
     hallucination = check.hallucination_score if check is not None else 0.5
     cut = phrases(asr.words)
     for i, phrase in enumerate(cut[:MAX_LIST]):
-        text = "".join(w.word for w in phrase).strip()
+        text = " ".join(w.word.strip() for w in phrase)  # the experts store words stripped
         least = min(w.prob for w in phrase)
         subject = f"{phrase[0].start_s:.1f}-{phrase[-1].end_s:.1f}"
         conf = least * (1.0 - hallucination)

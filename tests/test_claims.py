@@ -545,7 +545,8 @@ def test_a_yes_no_or_degree_question_asks_about_presence_and_levels_it_does_not_
 
 
 def _speech_evidence(words):
-    """A one-voice speech clip built by the evidence stage from a transcript of (word, prob) pairs, 0.3 s each."""
+    """A one-voice speech clip built by the evidence stage from a transcript of (word, prob) pairs, 0.3 s each
+    (stored stripped, as the ASR experts store them)."""
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision, Transcript, Word
@@ -555,10 +556,10 @@ def _speech_evidence(words):
     dom = DomainDecision(
         **lin, domain="S00", speech_prob=0.999, music_prob=0.001, sound_prob=0.001, silent=False, features=[]
     )
-    ws = [Word(word=f" {w}", start_s=0.3 * i, end_s=0.3 * i + 0.25, prob=p) for i, (w, p) in enumerate(words)]
+    ws = [Word(word=w, start_s=0.3 * i, end_s=0.3 * i + 0.25, prob=p) for i, (w, p) in enumerate(words)]
     asr = Transcript(
         **lin,
-        text="".join(w.word for w in ws),
+        text=" ".join(w.word for w in ws),
         language="en",
         language_prob=1.0,
         words=ws,
