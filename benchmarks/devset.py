@@ -21,8 +21,9 @@ What is known, and how:
 - gender: per speaker group, from the median F0 of 12 of its files (`GENDER`, measured once by
   `--measure-groups`); groups whose files disagree or lie between 130 and 185 Hz, or sound like children, have
   no gender truth;
-- events: only effects with a class from the event tagger's path rules (`--events`: uid → class), placed at a
-  known time, level chosen to be audible over the other stems;
+- events: only effects with a class from the event tagger's path rules (training/event_labels.py, the `event`
+  field of sources.jsonl; `--events` uid → class adds or overrides), placed at a known time, level chosen to be
+  audible over the other stems;
 - music tags: where the music labels (`--music`: uid → {group: [tags]}) know them; otherwise empty (unknown, not
   "absent").
 Two speaker groups in one clip are two voices (different packages or languages).
@@ -113,7 +114,8 @@ class Sources:
             self.speech[group].append(r)
         self.music = [r for r in dev if r["kind"] == "music"]
         self.music_tags = music
-        self.events = [dict(r, event=events[r["uid"]]) for r in dev if r["kind"] == "sfx" and r["uid"] in events]
+        labelled = {r["uid"]: r.get("event") for r in dev if r.get("event")} | events
+        self.events = [dict(r, event=labelled[r["uid"]]) for r in dev if r["kind"] == "sfx" and r["uid"] in labelled]
 
     def audio(self, r: dict) -> np.ndarray:
         return np.load(self.dir / f"{r['uid']}.npy").astype(np.float32) / 32768.0
@@ -268,7 +270,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--per-domain", type=int, default=6)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--events", type=Path, help="JSON lines {uid, class}: the DEV effects with an event class")
+    ap.add_argument("--events", type=Path, help="JSON lines {uid, class}: event classes beside sources.jsonl's")
     ap.add_argument("--music", type=Path, help="JSON lines {uid, tags: {group: [tag]}}: DEV music with known tags")
     ap.add_argument("--measure-groups", action="store_true", help="print the speech groups' median F0 and stop")
     a = ap.parse_args()
@@ -282,7 +284,7 @@ def main() -> None:
     if a.measure_groups:
         return measure_groups(src)
     if not src.events:
-        raise SystemExit("no DEV effect has an event class: pass --events (the event tagger's labels of the corpus)")
+        raise SystemExit("no DEV effect has an event class: scan the corpus with training/event_labels.py, or --events")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for d_i, domain in enumerate(DOMAINS):
