@@ -21,7 +21,14 @@ import numpy as np
 
 from earmark.experts.audio import samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from earmark.schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile
+from earmark.schemas.records import (
+    Diarization,
+    LabelProb,
+    SpeakerAttributes,
+    SpeakerProfile,
+    SpeechActivity,
+    VoicePitch,
+)
 
 HOP = 320  # 20 ms
 FMIN, FMAX = 65.0, 600.0
@@ -32,6 +39,10 @@ FEMALE_HZ, FEMALE_SCALE = 165.0, 12.0
 CHILD_HZ, CHILD_SCALE = 280.0, 20.0
 AROUSAL_PITCH_ST, AROUSAL_PITCH_SCALE = 4.0, 1.5  # pitch IQR (semitones) of neutral read speech
 AROUSAL_LEVEL_DB, AROUSAL_LEVEL_SCALE = 8.0, 3.0  # voiced-frame level IQR (dB)
+# Voices by pitch: the VAD segments' median F0s, split at the widest gap when it is this wide (a man's and a
+# woman's voice lie 8-12 semitones apart, one voice's segments within a few), each side with this much voiced
+# speech. pYIN's floor (FMIN) is a failed track, not a pitch.
+VOICE_GAP_ST, MIN_VOICE_S, MIN_SEGMENT_FRAMES = 5.0, 0.4, 8
 
 
 def _sigmoid(z: float) -> float:
@@ -95,8 +106,41 @@ def voice_labels(f0: np.ndarray, level_db: np.ndarray) -> dict[str, Any]:
     }
 
 
+def voice_groups(f0: np.ndarray, times: np.ndarray, segments: Sequence[Any]) -> list[VoicePitch]:
+    """The clip's speech segments grouped by median pitch: one group, or two when their pitches lie
+    `VOICE_GAP_ST` apart — two voices the diarization may have merged (or one it split, when one group)."""
+    segs = []
+    for seg in segments:
+        hz = f0[(times >= seg.start_s) & (times < seg.end_s)]
+        hz = hz[np.isfinite(hz) & (hz > FMIN * 1.05)]
+        if len(hz) >= MIN_SEGMENT_FRAMES:
+            segs.append((float(np.log2(np.median(hz))), hz))
+    if not segs:
+        return []
+    segs.sort(key=lambda s: s[0])
+    gaps = [12 * (b[0] - a[0]) for a, b in zip(segs, segs[1:])]
+    cut = int(np.argmax(gaps)) + 1 if gaps and max(gaps) >= VOICE_GAP_ST else len(segs)
+    groups = [segs[:cut], segs[cut:]] if cut < len(segs) else [segs]
+    voiced = [sum(len(hz) for _, hz in g) * HOP / SAMPLE_RATE for g in groups]
+    if len(groups) == 2 and min(voiced) < MIN_VOICE_S:  # a side too thin to be a voice: one group after all
+        groups, voiced = [segs], [sum(voiced)]
+    out = []
+    for g, s in zip(groups, voiced):
+        med = float(np.median(np.concatenate([hz for _, hz in g])))
+        female = _sigmoid((med - FEMALE_HZ) / FEMALE_SCALE)
+        out.append(
+            VoicePitch(
+                pitch_median_hz=round(med, 1),
+                speech_s=round(s, 2),
+                segments=len(g),
+                gender=_ranked({"female": female, "male": 1 - female}),
+            )
+        )
+    return out
+
+
 class PitchSpeakerAttributesExpert(Expert):
-    name, version, record, needs = "speakers", "1", SpeakerAttributes, ("diarization",)
+    name, version, record, needs = "speakers", "2", SpeakerAttributes, ("diarization", "vad")
     backend = "heuristic:pitch-energy-v1"
 
     def key_config(self) -> dict[str, Any]:
@@ -107,13 +151,14 @@ class PitchSpeakerAttributesExpert(Expert):
             "female_hz": FEMALE_HZ,
             "child_hz": CHILD_HZ,
             "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB],
+            "voices": [VOICE_GAP_ST, MIN_VOICE_S],
         }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
-        (diar,) = self.needed(context, clips, "diarization")
-        return [self._profile(c, diar[c.clip_id]) for c in clips]  # type: ignore[arg-type]
+        diar, vad = self.needed(context, clips, "diarization", "vad")
+        return [self._profile(c, diar[c.clip_id], vad[c.clip_id]) for c in clips]  # type: ignore[arg-type]
 
-    def _profile(self, clip: ClipAudio, diar: Diarization) -> SpeakerAttributes:
+    def _profile(self, clip: ClipAudio, diar: Diarization, vad: SpeechActivity) -> SpeakerAttributes:
         if not diar.turns:
             return SpeakerAttributes(
                 **self.lineage(clip.clip_id), speakers=[], skipped_reason=diar.skipped_reason or NO_SPEAKERS_REASON
@@ -141,4 +186,5 @@ class PitchSpeakerAttributesExpert(Expert):
                     **labels,
                 )
             )
-        return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=profiles, skipped_reason=None)
+        voices = voice_groups(f0, times, vad.segments)
+        return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=profiles, skipped_reason=None, voices=voices)

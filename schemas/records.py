@@ -203,11 +203,23 @@ class SpeakerProfile(Record):
     method: str  # how the labels were obtained, e.g. "heuristic:pitch-energy" or an HF model id
 
 
+class VoicePitch(Record):
+    """A group of the clip's speech segments whose median pitches lie together: one voice, or voices alike."""
+
+    pitch_median_hz: float
+    speech_s: float  # voiced speech of the group's segments
+    segments: int
+    gender: list[LabelProb]
+
+
 class SpeakerAttributes(ExpertRecord):
     """Table `speakers`: per-speaker gender / age band / emotion / accent with probabilities."""
 
     speakers: list[SpeakerProfile]
     skipped_reason: str | None
+    # the VAD segments grouped by pitch, independently of the diarization (a check on its count; empty when
+    # the backend does not measure pitch)
+    voices: list[VoicePitch] = []
 
 
 class TranscriptCheck(ExpertRecord):

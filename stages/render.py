@@ -135,7 +135,7 @@ def _speech_lines(p: Phrases, v: View) -> list[str]:
         )
     elif v.ev.get("speakers.count") is not None:  # counted, but the pitch check did not confirm the number
         lines.append(s["unsure_speakers"])
-    for who in v.ev.subjects("speaker.speech_s")[:3]:
+    for who in v.ev.subjects("speaker.gender")[:3]:
         genders = v.ev.labels("speaker.gender", who)
         if genders:
             label, prob = max(genders.items(), key=lambda kv: kv[1])

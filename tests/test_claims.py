@@ -637,12 +637,21 @@ def test_texture_and_beat_are_facts_of_music_without_sound_events():
 
 def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     """Resemblyzer split single readers into two voices in a held-out build ("two people" in 22 items) and merged
-    two readers into one: the count is a fact only when the voices' pitch agrees; otherwise the caption says
-    "one or more people" and a number is unsupported."""
+    two readers into one. With the speech segments grouped by pitch, a man's and a woman's voice confirm two
+    voices whatever the clustering said; one pitch group leaves the number unsaid ("a male voice", "one or more
+    people"). Without pitch groups (an attribute model's profiles) the diarized speakers' pitch medians check it."""
     from types import SimpleNamespace
 
     from earmark.config import SynthesizeSection
-    from earmark.schemas.records import Diarization, DomainDecision, SpeakerProfile, SpeakerTurn
+    from earmark.schemas.records import (
+        Diarization,
+        DomainDecision,
+        LabelProb,
+        SpeakerAttributes,
+        SpeakerProfile,
+        SpeakerTurn,
+        VoicePitch,
+    )
     from earmark.stages.evidence import build_evidence
     from earmark.stages.synthesis.common import Synth
     from earmark.stages.synthesis.rule_captions import rule_captions
@@ -652,7 +661,12 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
         **lin, domain="S00", speech_prob=0.999, music_prob=0.001, sound_prob=0.001, silent=False, features=[]
     )
 
-    def ev(pitches, iqr=20.0):
+    def voice(hz):
+        female = 0.97 if hz > 180 else 0.03
+        gender = [LabelProb(label="female", prob=female), LabelProb(label="male", prob=1 - female)]
+        return VoicePitch(pitch_median_hz=hz, speech_s=2.0, segments=2, gender=gender)
+
+    def ev(pitches, iqr=20.0, voices=None):
         turns = [SpeakerTurn(speaker=f"S{i + 1}", start_s=2.0 * i, end_s=2.0 * i + 1.8) for i in range(len(pitches))]
         dia = Diarization(**lin, n_speakers=len(pitches), turns=turns, skipped_reason=None)
         profiles = [
@@ -670,16 +684,22 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
             )
             for i, hz in enumerate(pitches)
         ]
-        spk = SimpleNamespace(**lin, speakers=profiles, skipped_reason=None)
-        return build_evidence(
-            SimpleNamespace(clip_id="d1", duration_s=5.0), {"domain": dom, "diarization": dia, "speakers": spk}
-        )
+        spk = SpeakerAttributes(**lin, speakers=profiles, skipped_reason=None, voices=[voice(v) for v in voices or []])
+        records = {"domain": dom, "diarization": dia, "speakers": spk}
+        return build_evidence(SimpleNamespace(clip_id="d1", duration_s=5.0), records)
 
-    apart, alike = ev([120.0, 215.0]), ev([130.0, 136.0])
-    assert _verdicts("Two people talk.", apart)[("speakers", "2")] == "supported"
-    assert _verdicts("Two people talk.", alike)[("speakers", "2")] == "unsupported"
     s = Synth(None, SynthesizeSection(content_captions="rule"))
-    assert rule_captions(alike, "speech", s)[0].text.startswith("One or more people speak")
+    merged = ev([150.0], voices=[120.0, 215.0])  # one cluster, two voices by pitch
+    assert _verdicts("Two people talk.", merged)[("speakers", "2")] == "supported"
+    assert rule_captions(merged, "speech", s)[0].text.startswith("A man and a woman speak")
+    split = ev([130.0, 136.0], voices=[133.0])  # two clusters, one pitch group: the number is not stated
+    assert _verdicts("Two people talk.", split)[("speakers", "2")] == "unsupported"
+    assert _verdicts("One voice speaks.", split)[("speakers", "1")] == "unsupported"
+    assert rule_captions(split, "speech", s)[0].text.startswith("A male voice speaks")
+    # no pitch groups: the diarized speakers' pitch medians
+    assert _verdicts("Two people talk.", ev([120.0, 215.0]))[("speakers", "2")] == "supported"
+    assert _verdicts("Two people talk.", ev([130.0, 136.0]))[("speakers", "2")] == "unsupported"
+    assert rule_captions(ev([130.0, 136.0]), "speech", s)[0].text.startswith("One or more people speak")
     assert _verdicts("One voice speaks.", ev([150.0]))[("speakers", "1")] == "supported"
     wide = ev([160.0], iqr=120.0)  # a pitch spread of two voices (about 12 semitones) under one cluster
     assert _verdicts("One voice speaks.", wide)[("speakers", "1")] == "unsupported"

@@ -111,9 +111,10 @@ def test_diarization_finds_two_voices_and_when_they_speak(diarized, speech) -> N
     assert diarized["tone"].n_speakers == 0 and diarized["tone"].turns == [] and diarized["tone"].skipped_reason
 
 
-def test_speaker_attributes_read_pitch_and_never_guess_accent(diarized, speech) -> None:
+def test_speaker_attributes_read_pitch_and_never_guess_accent(diarized, speech, vad) -> None:
     rows = {
-        r.clip_id: r for r in PitchSpeakerAttributesExpert().analyze(list(speech.values()), {"diarization": diarized})
+        r.clip_id: r
+        for r in PitchSpeakerAttributesExpert().analyze(list(speech.values()), {"diarization": diarized, "vad": vad})
     }
     by_spk = {p.speaker: p for p in rows["two"].speakers}
     male, female = by_spk["S1"], by_spk["S2"]
@@ -125,6 +126,35 @@ def test_speaker_attributes_read_pitch_and_never_guess_accent(diarized, speech) 
         assert {lp.label for lp in p.emotion} == {"calm", "neutral", "animated"}
         assert sum(lp.prob for lp in p.emotion) == pytest.approx(1.0, abs=1e-3)
     assert rows["tone"].speakers == [] and rows["tone"].skipped_reason
+    # the speech segments grouped by pitch: the man and the woman of "two", the one voice of "one"
+    assert [v.gender[0].label for v in rows["two"].voices] == ["male", "female"]
+    assert len(rows["one"].voices) == 1 and rows["one"].voices[0].segments >= 1
+
+
+def test_voice_groups_split_only_at_a_wide_pitch_gap() -> None:
+    from types import SimpleNamespace
+
+    from earmark.experts.speakers import voice_groups
+
+    times = np.arange(500) * 0.02
+    segs = [SimpleNamespace(start_s=a, end_s=a + 1.5) for a in (0.0, 2.0, 4.0, 6.0)]
+    rng = np.random.default_rng(1)
+
+    def track(per_segment):
+        f0 = np.full(500, np.nan)
+        for seg, hz in zip(segs, per_segment):
+            on = (times >= seg.start_s) & (times < seg.end_s)
+            f0[on] = hz * 2 ** (rng.normal(0, 0.05, on.sum()))
+        return f0
+
+    two = voice_groups(track([118, 215, 122, 225]), times, segs)
+    assert [round(v.pitch_median_hz, -1) for v in two] == [120, 220] and [v.segments for v in two] == [2, 2]
+    one = voice_groups(track([110, 125, 140, 118]), times, segs)  # one voice moving within 4 semitones
+    assert len(one) == 1 and one[0].segments == 4
+    thin = voice_groups(track([118, 122, 120, np.nan]), times, segs[:3] + [SimpleNamespace(start_s=7.9, end_s=8.0)])
+    assert len(thin) == 1
+    floor = np.full(500, 65.0)  # pYIN's floor: a failed track, no voice
+    assert voice_groups(floor, times, segs) == []
 
 
 def test_arousal_follows_pitch_and_level_spread() -> None:
@@ -327,7 +357,7 @@ def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diari
         "domain": _domain("two", "S00"),
         "vad": vad["two"],
         "diarization": diarized["two"],
-        "speakers": PitchSpeakerAttributesExpert().analyze([clip], {"diarization": diarized})[0],
+        "speakers": PitchSpeakerAttributesExpert().analyze([clip], {"diarization": diarized, "vad": vad})[0],
         "acoustics": RoomAcousticsExpert(with_plcmos=False).analyze([clip], {"vad": vad})[0],
         "tags": CoarseTagsExpert().analyze([clip], {"vad": vad, "domain": {"two": _domain("two", "S00")}})[0],
         "nisqa": NISQAScores(
@@ -354,10 +384,8 @@ def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diari
         audio_flac=b"",
     )
     ev = build_evidence(row, records)
-    assert (
-        ev.num("speakers.count") == 2
-        and ev.labels("speaker.gender", ev.subjects("speaker.speech_s")[1])["female"] > 0.9
-    )
+    # two voices, their genders from the speech segments grouped by pitch (subjects V1, V2)
+    assert ev.num("speakers.count") == 2 and ev.labels("speaker.gender", "V2")["female"] > 0.9
     nisqa = {f.type: f.number for f in ev.facts if f.source == "nisqa"}  # unknown table: included generically
     assert nisqa == {
         "nisqa.mos": 3.5,

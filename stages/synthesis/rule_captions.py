@@ -59,18 +59,27 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     n = int(v.num("speakers.count") or 0)
     unsure = n == 0 and v.ev.get("speakers.count") is not None  # a count the pitch check did not confirm
     genders = set()
-    for who in v.ev.subjects("speaker.speech_s"):
+    for who in v.ev.subjects("speaker.gender"):
         labels = v.ev.labels("speaker.gender", who)
         if labels:
             label, p = max(labels.items(), key=lambda kv: kv[1])
             if p >= v.thr:
                 genders.add(label)
-    gender = next(iter(genders)) if len(genders) == 1 and n <= 1 and not unsure else None
-    key = "two" if n == 2 else "many" if n >= 3 else "some" if unsure else gender or "unknown"
+    gender = next(iter(genders)) if len(genders) == 1 and n <= 1 else None
+    if n == 2:
+        key = "man_woman" if genders == {"male", "female"} else "two"
+    elif n >= 3:
+        key = "many"
+    elif unsure:  # the number is not stated; a voice's gender is ("a male voice": of at least one voice)
+        key = f"{gender}_voice" if gender else "some"
+    else:
+        key = gender or "unknown"
     quote = quote_of(v)
     return {
         "who": w["who"][key],
         "voice": w["voice"][key],
+        "plural": key in ("two", "many", "some", "man_woman"),  # the verb's number
+        "voices": "voices" if key in ("two", "many", "some") else "voice",
         "gender": gender,
         "quote": quote,
         "unclear": v.ok("speech.language") is not None,  # else the words may be clear, in another language
