@@ -150,7 +150,23 @@ def _environment(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     }
     if not any(facts.values()):
         return None
-    return {band: w[band].get(word) for band, word in facts.items()}
+    return {band: w[band].get(word) for band, word in facts.items()} | {"subject": _subject(v, w, when)}
+
+
+def _subject(v: View, w: dict, when: Any) -> str | None:
+    """What the recording is of, in a few words (the contents present, an event by name): the environment
+    caption says where and how something was recorded, and of what (MECAT's run 7.6 words)."""
+    present = [k for k in ("speech", "music", "sound_events") if v.content(k) == "present"]
+    events = _events(v, when)
+    parts = {
+        "speech": w["subject"]["speech"],
+        "music": w["subject"]["music"],
+        "sound_events": events[0]["noun"] if events else w["subject"]["sound_events"],
+    }
+    named = [parts[k] for k in present]
+    if not named:
+        return None
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} {w['subject']['and']} {named[-1]}"
 
 
 FACTS = {"speech": _speech, "music": _music, "sound": _sound, "environment": _environment}
