@@ -15,7 +15,7 @@ by-hand sheet check items against:
     room:     {noise_dbfs}
 
 What is known, and how:
-- the words: Warzone 2100's voice lines (the text in the comment of its audio/audio.cfg line) and KTuberling's
+- the words: Warzone 2100's message voice (the text in the comment of its audio/audio.cfg line) and KTuberling's
   English words (the file name); other speech (Tux Paint, KTuberling in other languages) has no text and is not
   English, which Whisper tiny.en cannot transcribe;
 - gender: per speaker group, from the median F0 of 12 of its files (`GENDER`, measured once by
@@ -55,9 +55,9 @@ GENDER = {
     "ktuberling-ro": "female",
     "tuxpaint-es": "female",
     "tuxpaint-el": "female",
-    "warzone": "female",
+    "warzone-memressp": "female",
 }
-ENGLISH = ("warzone", "ktuberling-en")  # groups with known words Whisper tiny.en can transcribe
+ENGLISH = ("warzone-memressp", "ktuberling-en")  # groups with known words Whisper tiny.en can transcribe
 TWO_SPEAKERS = 0.35  # share of speech clips with two voices
 
 
@@ -104,10 +104,12 @@ class Sources:
         for r in dev:
             if r["kind"] != "speech":
                 continue
-            group = "warzone" if r["pkg"] == "warzone2100-data" else r["group"]
+            # Warzone 2100's voice lines (memressp/: one voice, its words in audio.cfg), taunts and tutorial are
+            # different voices
+            group = f"warzone-{r['path'].split('/')[1]}" if r["pkg"] == "warzone2100-data" else r["group"]
             name = Path(r["path"]).name.lower()
             r["text"] = None
-            if group == "warzone":
+            if group == "warzone-memressp":
                 r["text"] = texts.get(name)
             elif group == "ktuberling-en":
                 r["text"] = Path(name).stem.split("_")[-1]

@@ -348,7 +348,7 @@ def _quote(e: _Evidence, quoted: str) -> Judgement:
     # the words must lie in phrases heard with confidence (a run of them), not merely somewhere in the transcript
     runs, run = [], []  # type: ignore[var-annotated]
     for p in phrases:
-        if p.value and (p.confidence or 0.0) >= e.thr:
+        if p.value and (p.confidence or 0.0) >= max(e.thr, QUOTE_CONFIDENCE):
             run += _norm_words(p.value)
         elif run:
             runs.append(run)
@@ -357,6 +357,9 @@ def _quote(e: _Evidence, quoted: str) -> Judgement:
     if any(run and _contains(said, run) for run in runs):
         return _j(SUPPORTED, "speech.quote")
     return _j(UNSUPPORTED, "speech.quote", "these words were not all heard with confidence: quote only clear phrases")
+
+
+QUOTE_CONFIDENCE = 0.9  # a quote states exact words: only phrases this sure (evidence.QUOTE_CALIBRATION)
 
 
 def _contains(said: list[str], heard: list[str]) -> bool:

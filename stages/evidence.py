@@ -61,6 +61,10 @@ CHECKED_CONFIDENCE, UNCHECKED_CONFIDENCE = 0.8, 0.4
 PHRASE_GAP_S = 0.5  # a pause this long ends a quotable phrase, as punctuation does
 PHRASE_END = ".,;:!?"
 UNFINISHED = 0.5  # a last phrase without closing punctuation: perhaps cut by the clip's end, not a whole phrase
+# P(a phrase's words are right | its least sure word's probability), Whisper tiny.en: from the dev benchmark's
+# phrases against the words said (benchmarks/devset_truth.py, 2026-11-26: least ≥ 0.8: 11 of 11 right, 0.6-0.8:
+# 8 of 12, below: 13 of 26). (lower bound of the least probability, P right), the first that applies.
+QUOTE_CALIBRATION = ((0.8, 0.95), (0.6, 0.65), (0.0, 0.45))
 
 
 def spec(expert_tables: Sequence[str], cfg: EvidenceSection) -> StageSpec:
@@ -241,16 +245,18 @@ def phrases(words: Sequence[Any]) -> list[list[Any]]:
 
 
 def _quotes(f: _Facts, asr: Any, check: Any) -> None:
-    """One `speech.quote` fact per whole phrase, its confidence that of its least sure word × (1 − the
-    hallucination score): a quote is made only of phrases every word of which was heard with confidence (a
-    mean over the transcript let "spare. We add everything" through for "despair, we had everything")."""
+    """One `speech.quote` fact per whole phrase, its confidence the calibrated P(its words are right) from its
+    least sure word (`QUOTE_CALIBRATION`) × (1 − the hallucination score): a quote is made only of phrases every
+    word of which was heard with confidence (a mean over the transcript let "spare. We add everything" through
+    for "despair, we had everything"); the rule-written quote and the audit take only phrases at or above
+    `claims.QUOTE_CONFIDENCE`."""
     hallucination = check.hallucination_score if check is not None else 0.5
     cut = phrases(asr.words)
     for i, phrase in enumerate(cut[:MAX_LIST]):
         text = " ".join(w.word.strip() for w in phrase)  # the experts store words stripped
         least = min(w.prob for w in phrase)
         subject = f"{phrase[0].start_s:.1f}-{phrase[-1].end_s:.1f}"
-        conf = least * (1.0 - hallucination)
+        conf = next(p for bound, p in QUOTE_CALIBRATION if least >= bound) * (1.0 - hallucination)
         if i == len(cut) - 1 and text[-1:] not in PHRASE_END:  # the clip's end may have cut it short
             conf *= UNFINISHED
         f.add(asr, "speech.quote", _r(least), text, subject=subject, confidence=conf)

@@ -16,6 +16,7 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption
 from earmark.stages import bands
+from earmark.stages.claims import QUOTE_CONFIDENCE
 from earmark.stages.render import SOUND_LABELS, View, heard_events, speech_when, when_phrase
 from earmark.stages.synthesis.common import Synth, check_sentence
 
@@ -34,7 +35,7 @@ def quote_of(v: View) -> str | None:
         return _transcript_start(v)
     words: list[str] = []
     for f in v.ev.all("speech.quote"):
-        confident = f.value and (f.confidence or 0.0) >= v.thr
+        confident = f.value and (f.confidence or 0.0) >= max(v.thr, QUOTE_CONFIDENCE)
         n = len(f.value.split()) if f.value else 0
         if confident and len(words) + n <= QUOTE_WORDS:
             words += f.value.replace('"', "").split()
