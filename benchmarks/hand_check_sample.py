@@ -2,10 +2,12 @@
 
     .venv/bin/python benchmarks/hand_check_sample.py data/devbuild --truth dev.jsonl --n 50 --seed 0 > sheet.md
     .venv/bin/python benchmarks/hand_check_sample.py data/devbuild --truth dev.jsonl --entailment 20 > sets.md
+    .venv/bin/python benchmarks/hand_check_sample.py data/devbench --truth data/devbench-input/truth.jsonl --blind
 
-The truth file is the dev-set script's record of what it mixed into each clip (training/build_corpus.py:
-one JSON line per clip with its `id` = the file stem, its MECAT `domain`, and per-2 s-window speech / music /
-sound labels). Items are drawn uniformly from every kept caption reference, QA pair, entailment hypothesis and
+The truth file is the dev-set script's record of what it mixed into each clip: training/build_corpus.py's
+(one JSON line per clip with its `id` = the file stem, its MECAT `domain`, and per-2 s-window speech / music /
+sound labels) or benchmarks/devset.py's (the voices with their gender and words, the music and its labels, the
+events with their times). `--blind` leaves out the facts: a reviewer judges the items against the truth only. Items are drawn uniformly from every kept caption reference, QA pair, entailment hypothesis and
 instruction triple (seeded), so the sheet is a fair sample, not a chosen one. Each entry prints the item, the
 clip's true domain and windows, and the confident facts the prompt saw; the reader marks it faithful and
 specific / generic / wrong.
@@ -36,9 +38,32 @@ def _truth(path: Path) -> dict[str, dict]:
     return {r["id"]: r for r in rows}
 
 
+def _bench_truth(row: dict) -> str:
+    """What benchmarks/devset.py mixed into a clip, in plain words (the dev benchmark's truth records)."""
+    lines = [f"truth: domain {row['domain']}, {row['len_s']:g} s"]
+    for i, s in enumerate(row["speakers"], 1):
+        said = "; ".join(
+            f"{t['start_s']:g}-{t['end_s']:g} s: " + (f'"{t["text"]}"' if t["text"] else "(words not known)")
+            for t in s["turns"]
+        )
+        lines.append(f"  voice {i} ({s['gender'] or 'gender not known'}, {s['group']}): {said}")
+    if m := row["music"]:
+        tags = "; ".join(f"{g}: {', '.join(v)}" for g, v in m["tags"].items()) or "no labels"
+        drums = {True: "drums", False: "no drums", None: "drums not known"}[m["drum_heavy"]]
+        lines.append(f"  music throughout ({m['file'].rsplit('/', 1)[-1]}, {m['pkg']}): {tags}; {drums}")
+    for e in row["events"]:
+        lines.append(f"  event {e['class']} at {e['start_s']:g}-{e['end_s']:g} s ({e['file'].rsplit('/', 1)[-1]})")
+    if not row["speakers"] and not row["music"] and not row["events"]:
+        lines.append("  nothing but faint room tone")
+    lines.append(f"  room tone at {row['room']['noise_dbfs']:g} dBFS")
+    return "\n  ".join(lines)
+
+
 def _truth_line(row: dict | None) -> str:
     if row is None:
         return "truth: (clip not in the truth file)"
+    if "speakers" in row:
+        return _bench_truth(row)
     wins = " ".join("".join(c if f else "·" for c, f in zip("SMA", w)) for w in row.get("windows", []))
     mix = ", ".join(
         f"{k}={row[k]}"
@@ -66,6 +91,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=50, help="random kept items")
     ap.add_argument("--entailment", type=int, default=0, help="instead: this many whole kept entailment sets")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--blind", action="store_true", help="items and truth only: no expert facts (for a reviewer)")
     args = ap.parse_args()
     cat = Catalog(args.dataset_dir.parent, args.dataset_dir.name)
     v = args.version or cat.latest_version()
@@ -101,6 +127,9 @@ def main() -> None:
         stem = Path(source.get(clip, "")).stem
         print(f"## {i}. {stem} ({what}; tagged {domain.get(clip)})\n")
         print(f"  {text}\n\n  {_truth_line(truth.get(stem))}")
+        if args.blind:
+            print()
+            continue
         notes = render(evidence[clip], "long", phrases) if clip in evidence else "(no evidence)"
         print("  facts:\n    " + notes.replace("\n", "\n    ") + "\n")
 
