@@ -202,6 +202,7 @@ def rule_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     seen: set[str] = set()
     for template in spec["templates"][kind]:
         text = " ".join(_env.from_string(template).render(**facts).split())
+        text = text[:1].upper() + text[1:]
         try:
             text = check_sentence(text, 3, 25)
         except ValueError:
