@@ -190,13 +190,15 @@ def _caption(ev: ClipEvidence, kind: str, i: int, text: str, sha: str) -> Captio
     )
 
 
-def rule_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
-    """Up to 3 references for `kind` from its templates (distinct, whole sentences), or none."""
+def rule_captions(ev: ClipEvidence, kind: str, s: Synth, **omit: None) -> list[Caption]:
+    """Up to 3 references for `kind` from its templates (distinct, whole sentences), or none. `omit`: facts
+    left out (`subject=None`: an environment caption that does not say what the recording is of)."""
     spec = s.phrases("content_captions")
     v = View(ev, s.min_confidence)
     facts = FACTS[kind](v, spec["words"], s.phrases("evidence"))
     if facts is None:
         return []
+    facts |= omit
     sha = file_sha("content_captions", s.cfg.prompt_dir)
     out: list[Caption] = []
     seen: set[str] = set()

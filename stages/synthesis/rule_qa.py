@@ -170,7 +170,10 @@ def rule_instructions(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
             items = _list_items(facts)
             replies = [{"items": items[:3]}] if len(items) >= 3 else []
         elif form == "json":
-            main, recording = facts["short"], facts["environment"]
+            main = facts["short"]
+            # the recording slot: how it was recorded (main_sound says what), the shortest wording
+            recordings = sorted((c.text for c in rule_captions(ev, "environment", s, subject=None)), key=len)
+            recording = recordings[0] if recordings else None
             ok = main and recording and len(main) <= SLOT_CHARS and len(recording) <= SLOT_CHARS
             replies = [{"main_sound": main.rstrip("."), "recording": recording.rstrip(".")}] if ok else []
         else:
