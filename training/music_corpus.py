@@ -1,7 +1,7 @@
 """Labelled music for the music-tag heads: General MIDI renders (three soundfont packages, one per split) and
 real recordings labelled from their own metadata.
 
-    python training/music_corpus.py renders [--n-train 2000 --n-cal 500 --n-dev 500] [--jobs 2]
+    python training/music_corpus.py renders [--n-train 2000 --n-cal 500 --n-dev 500]
     python training/music_corpus.py real          # real recordings with labels from metadata (music_real_labels.py)
 
 Renders: seeded pieces from `music_midi.py` (styles, GM programs -> labels), rendered at 16 kHz by Debian's
@@ -43,7 +43,29 @@ SOUNDFONTS = {
     "cal": [("timgm6mb-soundfont", "/usr/share/sounds/sf2/TimGM6mb.sf2")],
     "dev": [("musescore-general-soundfont-lossless", "/usr/share/sounds/sf2/MuseScore_General_Full.sf2")],
 }
+# the CI smoke run (train_music_tags.py --tiny) uses only the two small soundfonts (a few MB each)
+TINY_SOUNDFONTS = {
+    "train": [("csound-soundfont", "/usr/share/sounds/sf2/sf_GMbank.sf2")],
+    "cal": [("timgm6mb-soundfont", "/usr/share/sounds/sf2/TimGM6mb.sf2")],
+    "dev": [("timgm6mb-soundfont", "/usr/share/sounds/sf2/TimGM6mb.sf2")],
+}
 SPLIT_SEED = {"train": 1, "cal": 2, "dev": 3}
+
+
+def ensure_synth(fonts: dict[str, list[tuple[str, str]]]) -> None:
+    """Install libfluidsynth and the soundfont packages `fonts` names when they are missing (Debian, as root)."""
+    import ctypes.util
+    import shutil
+    import subprocess
+
+    want = sorted({pkg for v in fonts.values() for pkg, path in v if not Path(path).exists()})
+    if ctypes.util.find_library("fluidsynth") is None:
+        want.append("libfluidsynth3")
+    if not want:
+        return
+    if not shutil.which("apt-get"):
+        raise RuntimeError(f"the music renders need Debian packages {want} (fluidsynth and GM soundfonts)")
+    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *want], check=True)
 
 
 def cache_dir(cache: str | None = None) -> Path:
@@ -115,14 +137,13 @@ class Synth:
 _SYNTHS: dict[str, Synth] = {}
 
 
-def render_one(split: str, index: int, seed: int, out_dir: Path) -> dict | None:
+def render_one(split: str, index: int, seed: int, out_dir: Path, fonts=SOUNDFONTS) -> dict | None:
     """Compose, render and level one clip; None when every attempt renders silence."""
     for attempt in range(5):
         rng = np.random.default_rng([seed, SPLIT_SEED[split], index, attempt])
         style = str(rng.choice(list(mm.STYLE_WEIGHTS), p=list(mm.STYLE_WEIGHTS.values())))
         piece = mm.style_piece(style, rng, seconds=CLIP_S + 2)
-        fonts = SOUNDFONTS[split]
-        package, font = fonts[int(rng.integers(len(fonts)))]
+        package, font = fonts[split][int(rng.integers(len(fonts[split])))]
         reverb, chorus = bool(rng.random() < 0.6), bool(rng.random() < 0.4)
         if font not in _SYNTHS:
             _SYNTHS[font] = Synth(font)
@@ -158,7 +179,8 @@ def render_one(split: str, index: int, seed: int, out_dir: Path) -> dict | None:
     return None
 
 
-def renders(cache: Path, counts: dict[str, int], seed: int, jobs: int) -> None:
+def renders(cache: Path, counts: dict[str, int], seed: int, fonts=SOUNDFONTS) -> None:
+    ensure_synth(fonts)
     for split, n in counts.items():
         out_dir = cache / "renders" / split
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -167,7 +189,7 @@ def renders(cache: Path, counts: dict[str, int], seed: int, jobs: int) -> None:
         if index_path.exists():
             done = {r["id"]: r for r in map(json.loads, index_path.read_text().splitlines())}
         todo = [i for i in range(n) if f"{split}-{i:05d}" not in done]
-        rows = [render_one(split, i, seed, out_dir) for i in todo]
+        rows = [render_one(split, i, seed, out_dir, fonts) for i in todo]
         rows = sorted([r for r in rows if r] + list(done.values()), key=lambda r: r["id"])
         rows = [r for r in rows if int(r["id"].rsplit("-", 1)[1]) < n]
         index_path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -182,11 +204,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-train", type=int, default=2000)
     ap.add_argument("--n-cal", type=int, default=500)
     ap.add_argument("--n-dev", type=int, default=500)
-    ap.add_argument("--jobs", type=int, default=2)
     a = ap.parse_args(argv)
     cache = cache_dir(a.cache)
     if a.step == "renders":
-        renders(cache, {"train": a.n_train, "cal": a.n_cal, "dev": a.n_dev}, a.seed, a.jobs)
+        renders(cache, {"train": a.n_train, "cal": a.n_cal, "dev": a.n_dev}, a.seed)
     else:
         import music_real
 
