@@ -49,7 +49,46 @@ TINY_SOUNDFONTS = {
     "cal": [("timgm6mb-soundfont", "/usr/share/sounds/sf2/TimGM6mb.sf2")],
     "dev": [("timgm6mb-soundfont", "/usr/share/sounds/sf2/TimGM6mb.sf2")],
 }
-SPLIT_SEED = {"train": 1, "cal": 2, "dev": 3}
+SPLIT_SEED = {"train": 1, "cal": 2, "dev": 3, "train2": 4, "cal2": 5, "dev2": 6}
+# "<split>2": the same soundfonts, new pieces, and production / channel effects (`degrade`)
+for _s in ("train", "cal", "dev"):
+    SOUNDFONTS[_s + "2"] = SOUNDFONTS[_s]
+
+
+def degrade(x: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, list[str]]:
+    """Random production and channel effects, so the heads and their calibration meet less clean music than a
+    soundfont's: band limits, saturation, compression, low bit depth / sample rate (8-bit game music), noise."""
+    from scipy import signal
+
+    done = []
+    if rng.random() < 0.35:
+        cut = float(rng.uniform(2500, 7000))
+        x = signal.sosfilt(signal.butter(4, cut, "low", fs=SR, output="sos"), x)
+        done.append(f"lowpass {cut:.0f} Hz")
+    if rng.random() < 0.25:
+        cut = float(rng.uniform(80, 400))
+        x = signal.sosfilt(signal.butter(2, cut, "high", fs=SR, output="sos"), x)
+        done.append(f"highpass {cut:.0f} Hz")
+    if rng.random() < 0.3:
+        drive = float(rng.uniform(2, 8))
+        x = np.tanh(drive * x / (np.abs(x).max() + 1e-9)) / np.tanh(drive)
+        done.append(f"saturation x{drive:.1f}")
+    if rng.random() < 0.3:  # a crude RMS compressor: 4:1 above the 60th percentile envelope
+        env = np.sqrt(signal.sosfilt(signal.butter(1, 8, "low", fs=SR, output="sos"), x**2).clip(1e-12))
+        thr = np.percentile(env, 60)
+        x = x * np.where(env > thr, (thr / env) ** 0.75, 1.0)
+        done.append("compression 4:1")
+    if rng.random() < 0.15:
+        bits, hold = int(rng.integers(4, 9)), int(rng.integers(1, 4))
+        q = 2.0 ** (bits - 1)
+        x = np.repeat(np.round(x[::hold] / (np.abs(x).max() + 1e-9) * q) / q, hold)[: x.size]
+        done.append(f"{bits}-bit, 1/{hold} rate")
+    if rng.random() < 0.35:
+        snr = float(rng.uniform(20, 45))
+        rms = float(np.sqrt(np.mean(x**2))) + 1e-12
+        x = x + rng.standard_normal(x.size) * rms * 10 ** (-snr / 20)
+        done.append(f"noise {snr:.0f} dB SNR")
+    return np.asarray(x, np.float32), done
 
 
 def ensure_synth(fonts: dict[str, list[tuple[str, str]]]) -> None:
@@ -148,6 +187,9 @@ def render_one(split: str, index: int, seed: int, out_dir: Path, fonts=SOUNDFONT
         if font not in _SYNTHS:
             _SYNTHS[font] = Synth(font)
         x = _SYNTHS[font].render(piece, CLIP_S + 0.5, reverb, chorus)[int(0.5 * SR) :]
+        effects: list[str] = []
+        if split.endswith("2"):
+            x, effects = degrade(x, np.random.default_rng([seed, SPLIT_SEED[split], index, attempt, 9]))
         rms = float(np.sqrt(np.mean(x.astype(np.float64) ** 2)))
         if rms < 1e-4:
             continue
@@ -173,6 +215,7 @@ def render_one(split: str, index: int, seed: int, out_dir: Path, fonts=SOUNDFONT
             "reverb": reverb,
             "chorus": chorus,
             "level_dbfs": round(level, 2),
+            "effects": effects,
             "attempt": attempt,
             "labels": piece.labels(),
         }
@@ -204,10 +247,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--n-train", type=int, default=2000)
     ap.add_argument("--n-cal", type=int, default=500)
     ap.add_argument("--n-dev", type=int, default=500)
+    ap.add_argument("--degraded", action="store_true", help="render the degraded splits train2 / cal2 / dev2")
     a = ap.parse_args(argv)
     cache = cache_dir(a.cache)
     if a.step == "renders":
-        renders(cache, {"train": a.n_train, "cal": a.n_cal, "dev": a.n_dev}, a.seed)
+        counts = {"train": a.n_train, "cal": a.n_cal, "dev": a.n_dev}
+        if a.degraded:
+            counts = {k + "2": v for k, v in counts.items()}
+        renders(cache, counts, a.seed)
     else:
         import music_real
 

@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from music_corpus import cache_dir  # noqa: E402
 
 SPLIT_DIRS = {"train": "renders", "cal": "renders", "dev": "renders", "real": "real"}
+SPLIT_DIRS.update({s + "2": "renders" for s in ("train", "cal", "dev")})
 
 
 def clips(cache: Path, split: str) -> list[dict]:
@@ -72,7 +73,7 @@ def load_split(cache: Path, split: str) -> dict[str, np.ndarray]:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cache", default=None)
-    ap.add_argument("--splits", nargs="+", default=["train", "cal", "dev", "real"])
+    ap.add_argument("--splits", nargs="+", default=["train", "cal", "dev", "real", "train2", "cal2", "dev2"])
     ap.add_argument("--part", default="0/1", help="i/n: this process takes every n-th clip from the i-th")
     a = ap.parse_args(argv)
     part = tuple(int(v) for v in a.part.split("/"))

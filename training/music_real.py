@@ -52,9 +52,9 @@ RECORDINGS: list[tuple[str, tuple[str, ...], tuple[str, ...], str]] = [
       for n in ("tb303_01", "techno_bass01", "techno_bass02", "rave_bass01", "rave_bass02")],
     *[(f"{LM}/bassloops/{n}.ogg", ("synthesizer", "electronic"), (), "name: techno_synth")
       for n in ("techno_synth01", "techno_synth02", "techno_synth03", "techno_synth04")],
-    ("freedroidrpg-data/usr/share/games/freedroidrpg/data/sound/music/TheBeginning.ogg", ("ambient",), ("genre",),
+    ("freedroidrpg-data/usr/share/freedroidrpg/data/sound/music/TheBeginning.ogg", ("ambient",), ("genre",),
      "vorbis GENRE=ambient"),
-    ("freedroidrpg-data/usr/share/games/freedroidrpg/data/sound/music/temple.ogg", ("electronic",), ("genre",),
+    ("freedroidrpg-data/usr/share/freedroidrpg/data/sound/music/temple.ogg", ("electronic",), ("genre",),
      "vorbis GENRE=dnb (drum and bass)"),
     ("megaglest-data/usr/share/games/megaglest/techs/megapack/factions/romans/music/romans.ogg", ("classical",),
      ("genre",), "vorbis GENRE=Classical"),

@@ -62,6 +62,16 @@ def dataset(cache: Path, split: str, blocks) -> tuple[np.ndarray, np.ndarray, np
     return X, Y, clip_of, clip_rows
 
 
+def combined(cache: Path, splits, blocks):
+    """`dataset` of several splits stacked (clip indices offset); None when a split has no features."""
+    parts = [dataset(cache, s, blocks) for s in splits]
+    X = np.concatenate([p[0] for p in parts])
+    Y = np.concatenate([p[1] for p in parts])
+    offsets = np.cumsum([0] + [len(p[3]) for p in parts[:-1]])
+    c = np.concatenate([p[2] + o for p, o in zip(parts, offsets)])
+    return X, Y, c, [r for p in parts for r in p[3]]
+
+
 def _index(ids, order) -> np.ndarray:
     pos = {k: n for n, k in enumerate(order)}
     return np.array([pos[str(i)] for i in ids])
@@ -219,9 +229,13 @@ def baseline_scores(X: np.ndarray, blocks) -> dict[str, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- main
-def run(cache: Path, out_dir: Path, blocks, hidden: int, epochs: int, seed: int, bar: float, real: bool = True) -> dict:
+def run(
+    cache: Path, out_dir: Path, blocks, hidden: int, epochs: int, seed: int, bar: float, splits: dict | None = None
+) -> dict:
+    """splits: role -> split names (train / cal / dev / dev2 / real); roles without names are skipped."""
     t0 = time.time()
-    data = {s: dataset(cache, s, blocks) for s in ("train", "cal", "dev") + (("real",) if real else ())}
+    splits = splits or {"train": ["train"], "cal": ["cal"], "dev": ["dev"], "real": ["real"]}
+    data = {role: combined(cache, names, blocks) for role, names in splits.items() if names}
     Xtr, Ytr, ctr, rtr = data["train"]
     n_pos_train = clip_labels(Ytr, ctr, len(rtr)).__eq__(1).sum(axis=0)
     keep = [k for k, t in enumerate(mm.ALL_LABELS) if n_pos_train[k] >= MIN_POS]
@@ -250,13 +264,15 @@ def run(cache: Path, out_dir: Path, blocks, hidden: int, epochs: int, seed: int,
         return np.stack([np.interp(S[:, k], *cal[level][k]) for k in range(len(tags))], axis=1)
 
     results = {"cal_clip": cal_report}
-    for split in [s for s in ("dev", "real") if s in data]:
+    for split in [s for s in ("dev", "dev2", "real") if s in data]:
         X, Y, c, rows = data[split]
         Y = Y[:, keep]
         S = predict(w, X)
         SC, YC = clip_scores(S, c, len(rows)), clip_labels(Y, c, len(rows))
         PC = calibrated(SC, "clip")
-        if split == "dev":
+        if split == "dev2":
+            results["dev2_clip"] = measure(PC, YC, bar)
+        elif split == "dev":
             results["dev_clip"] = measure(PC, YC, bar)
             results["dev_window"] = measure(calibrated(S, "window"), Y, bar)
             for k, m in enumerate(results["dev_clip"]):
@@ -278,7 +294,8 @@ def run(cache: Path, out_dir: Path, blocks, hidden: int, epochs: int, seed: int,
             curve = isotonic(clip_scores(base_c[tag][:, None], cc, len(rc))[mc, 0], YCc[mc, k])
             pd_ = np.interp(clip_scores(base_d[tag][:, None], cd, len(rd))[md, 0], *curve)
             results["baseline_dev_clip"][tag] = pr((pd_ >= bar).astype(int), YDc[md, k])
-    save(out_dir, w, tags, blocks, cal, evidence, results, bar, seed, hidden, epochs)
+    save(out_dir, w, tags, blocks, cal, evidence, results, bar, {"seed": seed, "hidden": hidden, "epochs": epochs,
+         "blocks": list(blocks), "splits": splits})  # fmt: skip
     print(f"done in {time.time() - t0:.0f} s")
     return results
 
@@ -290,7 +307,7 @@ def _pad(curves) -> tuple[np.ndarray, np.ndarray]:
     return X.astype(np.float32), Y.astype(np.float32)
 
 
-def save(out_dir, w, tags, blocks, cal, evidence, results, bar, seed, hidden, epochs) -> None:
+def save(out_dir, w, tags, blocks, cal, evidence, results, bar, trained: dict) -> None:
     from earmark.experts.musictags.model import weights_id
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -309,14 +326,14 @@ def save(out_dir, w, tags, blocks, cal, evidence, results, bar, seed, hidden, ep
             "dev": {key: dev_m[key] for key in ("P", "R", "pos", "n")},
             "dev_window": {key: results["dev_window"][k][key] for key in ("P", "R", "pos", "n")},
             **{src: {key: results[f"{src}_clip"][k][key] for key in ("P", "R", "pos", "n")}
-               for src in ("recording", "sampled") if f"{src}_clip" in results},
+               for src in ("dev2", "recording", "sampled") if f"{src}_clip" in results},
         })  # fmt: skip
     doc = {
         "weights": npz.name,
         "weights_sha256_12": weights_id(npz),
         "threshold_meaning": "calibrated probability (clip: mean of window scores; window: own score) >= threshold",
         "bar": bar,
-        "trained": {"seed": seed, "hidden": hidden, "epochs": epochs, "blocks": list(blocks)},
+        "trained": trained,
         "licence": "weights: trained here from musicnn (ISC) features on renders of Debian soundfonts; ISC",
         "tags": rows,
         "no_truth": NO_TRUTH,
@@ -334,12 +351,12 @@ def report(out_dir: Path) -> str:
         if m is None or m.get("P") is None and not m.get("pos")
         else f"{m['P'] if m['P'] is not None else '–'} / {m['R'] if m['R'] is not None else '–'} ({m['pos']}/{m['n']})"
     )  # noqa: E731
-    lines = ["| tag | group | in evidence | CAL P / R (pos/n) | DEV renders P / R | DEV windows P / R | recordings P / R | sampled P / R | raw musicnn tag on DEV P / R |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| tag | group | in evidence | CAL P / R (pos/n) | DEV renders P / R | DEV windows P / R | DEV degraded P / R | recordings P / R | sampled P / R | raw musicnn tag on DEV P / R |",
+             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in doc["tags"]:
         b = res["baseline_dev_clip"].get(r["tag"])
         lines.append(f"| {r['tag']} | {r['group']} | {'**yes**' if r['in_evidence'] else 'no'} | {f(r['cal'])} | {f(r['dev'])} | "
-                     f"{f(r['dev_window'])} | {f(r.get('recording'))} | {f(r.get('sampled'))} | {f(b) if b else ''} |")  # fmt: skip
+                     f"{f(r['dev_window'])} | {f(r.get('dev2'))} | {f(r.get('recording'))} | {f(r.get('sampled'))} | {f(b) if b else ''} |")  # fmt: skip
     ev = [r for r in doc["tags"] if r["in_evidence"]]
     ok = [r for r in ev if (r["dev"]["P"] or 0) >= doc["bar"]]
     lines.append("")
@@ -358,7 +375,8 @@ def tiny(cache: Path, seed: int) -> None:
     music_corpus.renders(small, {"train": 48, "cal": 24, "dev": 16}, seed, music_corpus.TINY_SOUNDFONTS)
     for split in ("train", "cal", "dev"):
         music_features.extract(small, split)
-    run(small, small / "out", ("mtt_logit", "mtt_emb", "msd_logit", "msd_emb"), 32, 3, seed, BAR, real=False)
+    tiny_splits = {"train": ["train"], "cal": ["cal"], "dev": ["dev"]}
+    run(small, small / "out", ("mtt_logit", "mtt_emb", "msd_logit", "msd_emb"), 32, 3, seed, BAR, tiny_splits)
     print(report(small / "out"))
 
 
@@ -373,6 +391,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--bar", type=float, default=BAR)
+    ap.add_argument("--train", nargs="+", default=["train", "train2"], help="splits that fit the heads")
+    ap.add_argument("--cal", nargs="+", default=["cal", "cal2"], help="splits that fit the calibration")
+    ap.add_argument("--dev", nargs="*", default=["dev"], help="splits only measured (clean renders)")
+    ap.add_argument("--dev2", nargs="*", default=["dev2"], help="splits only measured (degraded renders)")
+    ap.add_argument("--real", nargs="*", default=["real"], help="labelled recordings / sampled clips, only measured")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--report", action="store_true", help="print the tables of an existing tag file")
     a = ap.parse_args(argv)
@@ -380,7 +403,8 @@ def main(argv: list[str] | None = None) -> None:
     if a.tiny:
         return tiny(cache, a.seed)
     if not a.report:
-        run(cache, Path(a.out), tuple(a.blocks), a.hidden, a.epochs, a.seed, a.bar)
+        splits = {"train": a.train, "cal": a.cal, "dev": a.dev, "dev2": a.dev2, "real": a.real}
+        run(cache, Path(a.out), tuple(a.blocks), a.hidden, a.epochs, a.seed, a.bar, splits)
     print(report(Path(a.out)))
 
 
