@@ -100,10 +100,17 @@ def test_the_probe_and_the_tagger_share_musicnn_work() -> None:
 
     x = drum_kit(4.0, seed=3)
     b = window_bounds(x.size)
-    first = mn.window_midend(mn.Musicnn("MTT_musicnn"), x, b)
-    again = mn.window_midend(mn.Musicnn("MTT_musicnn"), x.copy(), b)  # another instance, same content
-    other = mn.window_midend(mn.Musicnn("MSD_musicnn"), x, b)
-    assert again is first and other is not first and other.shape == first.shape == (len(b), 1506)
+
+    def kinds() -> list[str]:
+        return sorted(k[0] + (":" + k[1] if k[0] == "pool" else "") for k in mn._CACHE if mn.clip_key(x) in k)
+
+    first = mn.window_midend(mn.Musicnn("MTT_musicnn"), x, b)  # the probe's call
+    assert kinds() == ["mel", "pool:MTT_musicnn"]
+    again = mn.window_midend(mn.Musicnn("MTT_musicnn"), x.copy(), b)  # the tagger's: another instance, same audio
+    other = mn.window_midend(mn.Musicnn("MSD_musicnn"), x, b)  # MSD's pass reuses the log-mel
+    assert kinds() == ["mel", "pool:MSD_musicnn", "pool:MTT_musicnn"]
+    assert np.array_equal(again, first) and other.shape == first.shape == (len(b), 1506)
+    assert not np.array_equal(other, first)
     tags, _ = mn.Musicnn("MTT_musicnn").backend_pooled(first)
     assert tags.shape == (len(b), 50) and np.all((tags >= 0) & (tags <= 1))
 

@@ -281,7 +281,7 @@ def window_features(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
 # process, so its MTT tags cost no network pass and MSD's pass reuses the log-mel. Bounded (a few MB).
 _CACHE: OrderedDict[tuple, np.ndarray] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
-CACHE_POOLS, CACHE_MELS = 4096, 64  # ~30 KB per pooled clip, ~240 KB per 10 s log-mel
+CACHE_POOLS, CACHE_MELS = 2048, 64  # ~15 KB per pooled 10 s clip (float16), ~240 KB per 10 s log-mel
 
 
 def _cached(key: tuple, limit: int, make) -> np.ndarray:
@@ -319,7 +319,7 @@ def window_midend(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
         for a, b in bounds:
             f0, f1 = window_frames(a, b, len(F))
             rows.append(np.concatenate([F[f0:f1].max(axis=0), F[f0:f1].mean(axis=0)]))
-        return np.stack(rows).astype(np.float16).astype(np.float32)
+        return np.stack(rows).astype(np.float16)
 
     key = ("pool", getattr(model, "name", id(model)), clip_key(x), tuple(map(tuple, bounds)))
-    return _cached(key, CACHE_POOLS, make)
+    return _cached(key, CACHE_POOLS, make).astype(np.float32)
