@@ -1,9 +1,9 @@
 """Train, calibrate and measure the music-tag heads; write experts/musictags/music_tags.{npz,json}.
 
-    python training/train_music_tags.py              # after music_corpus.py renders / real and music_features.py
+    python training/train_music_tags.py              # after music_corpus.py renders [--degraded] / real, music_features.py
     python training/train_music_tags.py --tiny       # CI smoke run: a few clips, writes only under the cache
 
-Splits are by soundfont package (training/music_corpus.py): TRAIN fits the heads (a small MLP over musicnn's
+Splits are by soundfont package (training/music_corpus.py; each clean and degraded: train + train2 ...): TRAIN fits the heads (a small MLP over musicnn's
 MTT + MSD window features, one sigmoid per tag, masked binary cross-entropy: a label without truth for a clip
 adds nothing), CAL (another soundfont) fits each tag's isotonic calibration (window scores and clip-mean
 scores) and decides which tags reach the evidence, DEV (a third soundfont) and the real recordings are only
