@@ -157,6 +157,10 @@ class EvidenceSection(Section):
     # probability of it reaches this (training/calibrate.py; an uncalibrated backend's probability is taken
     # as it is); below it the content is "uncertain": no prompt mentions it and no item may claim it
     presence_confidence: float = Field(0.95, ge=0.5, le=1)
+    # an instrument / genre / mood tag of the music (table `music`, `tags`) is stated only when its probability
+    # reaches this: the embedded tagger's are calibrated, and its tag file (earmark.experts.musictags,
+    # music_tags.json) admits only tags whose measured precision at this bar reached it (training/MUSIC_TAGS.md)
+    music_tag_confidence: float = Field(0.9, ge=0.5, le=1)
 
 
 class SynthesizeSection(Section):

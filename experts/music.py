@@ -8,8 +8,10 @@ Both run only on clips whose domain decision has music (*M*) and skip the rest w
   pulse clarity, the onset envelope's autocorrelation peak at the beat period (0–1); key by the
   Krumhansl–Schmuckler method: the clip's mean CQT chroma correlated with the 24 rotated Krumhansl–Kessler
   profiles, confidence = the best correlation's margin over the runner-up key of other mode/tonic, scaled to
-  0–1; loudness contour as K-weighted (BS.1770) short-term level per 0.5 s. No tagger ships offline, so
-  `tags` stays empty and `tagger` None — mood, genre and instruments are never guessed.
+  0–1; loudness contour as K-weighted (BS.1770) short-term level per 0.5 s; instrument / genre / mood tags per
+  2 s window and per clip from the music-tag heads over musicnn's MTT + MSD features (experts/musictags:
+  calibrated probabilities; only the tags its tag file marks precise enough are written to `tags` /
+  `window_tags`, the rest and musicnn's raw tags to `candidate_tags`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import numpy as np
 
 from earmark.experts.audio import DB_FLOOR, amplitude_db, samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
-from earmark.schemas.records import DomainDecision, MusicAnalysis, Separation, StemLevel
+from earmark.schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel, WindowTags
 
 N_FFT, HOP = 1024, 256
 BEAT_HOP = 128  # 8 ms onset envelope for the beat tracker
@@ -125,6 +127,45 @@ def loudness_contour(x: np.ndarray, step_s: float = LOUDNESS_STEP_S) -> list[flo
     return [round(max(-0.691 + 10 * np.log10(max(np.mean(b**2), 1e-20)), DB_FLOOR), 2) for b in blocks]
 
 
+def music_tags() -> tuple[str, dict]:
+    """The music-tag heads' id ("musictags:<weights sha>") and their tag file."""
+    from earmark.experts import musictags
+
+    return f"musictags:{musictags.weights_id()}", musictags.load_tag_file()
+
+
+def tag_fields(x: np.ndarray) -> dict[str, Any]:
+    """MusicAnalysis fields of the music-tag heads for one clip: the tag file's evidence tags (clip and windows,
+    calibrated probabilities, most likely first) and the rest as candidates (heads' tags, then musicnn's raw
+    MTT / MSD tags)."""
+    from earmark.experts import musictags
+
+    tagger, tag_file = music_tags()
+    evidence = {t["tag"] for t in tag_file["tags"] if t["in_evidence"]}
+    out = musictags.tag_clip(x)
+
+    def probs(d: dict[str, float], keep) -> list[LabelProb]:
+        items = sorted(((k, v) for k, v in d.items() if keep(k)), key=lambda kv: -kv[1])
+        return [LabelProb(label=k, prob=round(float(v), 4)) for k, v in items]
+
+    candidates = probs(out["clip"], lambda k: k not in evidence)
+    for model in ("mtt", "msd"):
+        candidates += probs({f"{model}:{k}": v for k, v in out[model].items()}, lambda k: True)
+    return {
+        "tags": probs(out["clip"], lambda k: k in evidence),
+        "window_tags": [
+            WindowTags(
+                start_s=round(w["start_s"], 3),
+                end_s=round(w["end_s"], 3),
+                tags=probs(w["tags"], lambda k: k in evidence),
+            )
+            for w in out["windows"]
+        ],
+        "candidate_tags": candidates,
+        "tagger": tagger,
+    }
+
+
 class HPSSSeparationExpert(Expert):
     name, version, record, needs = "separation", "1", Separation, ("domain",)
     backend = "librosa:hpss"
@@ -160,11 +201,21 @@ class HPSSSeparationExpert(Expert):
 
 
 class LibrosaMusicExpert(Expert):
-    name, version, record, needs = "music", "2", MusicAnalysis, ("domain", "separation")
-    backend = "librosa:beat+chroma-ks+bs1770"
+    name, version, record, needs = "music", "3", MusicAnalysis, ("domain", "separation")
+
+    def __init__(self) -> None:
+        self.backend = f"librosa:beat+chroma-ks+bs1770+{music_tags()[0]}"
 
     def key_config(self) -> dict[str, Any]:
-        return {"beat_hop": BEAT_HOP, "loudness_step_s": LOUDNESS_STEP_S, "key_profiles": "krumhansl-kessler"}
+        tagger, tag_file = music_tags()
+        evidence = sorted(t["tag"] for t in tag_file["tags"] if t["in_evidence"])
+        return {
+            "beat_hop": BEAT_HOP,
+            "loudness_step_s": LOUDNESS_STEP_S,
+            "key_profiles": "krumhansl-kessler",
+            "tagger": tagger,
+            "evidence_tags": evidence,
+        }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[MusicAnalysis]:
         self.needed(context, clips)
@@ -210,6 +261,5 @@ class LibrosaMusicExpert(Expert):
             key_confidence=key_conf,
             harmonic_ratio=shares.get("harmonic"),
             loudness_contour_db=loudness_contour(x),
-            tags=[],
-            tagger=None,
+            **tag_fields(x),
         )

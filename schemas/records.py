@@ -258,8 +258,16 @@ class MusicAnalysis(ExpertRecord):
     key_confidence: float | None
     harmonic_ratio: float | None
     loudness_contour_db: list[float]  # short-term loudness per 0.5 s hop
-    tags: list[LabelProb]  # mood / genre / instrument; empty offline, never invented
+    # instrument / genre / mood tags of the clip. Embedded profile (tagger "musictags:<sha>"): the tags the tag
+    # file (earmark.experts.musictags, music_tags.json) lets into the evidence, each with its calibrated
+    # probability; paper profile with a music tagger: that model's top labels
+    tags: list[LabelProb]
     tagger: str | None
+    # the same tags per 2 s analysis window (embedded tagger; empty otherwise)
+    window_tags: list[WindowTags] = Field(default_factory=list)
+    # never evidence: the embedded heads' tags that are not precise enough (calibrated) and musicnn's own 50 MTT
+    # + 50 MSD tag probabilities ("mtt:piano", "msd:jazz"; uncalibrated), for inspection
+    candidate_tags: list[LabelProb] = Field(default_factory=list)
 
 
 class RoomAcoustics(ExpertRecord):

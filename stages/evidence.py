@@ -201,7 +201,7 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
         f.labels(tags, "sound_tags.clip", tags.clip_tags, 0.05)
         for w in tags.windows[:MAX_LIST]:
             f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
-    _music(f, records.get("music"), records.get("separation"))
+    _music(f, records.get("music"), records.get("separation"), cfg.music_tag_confidence)
     if (ac := records.get("acoustics")) is not None:
         for name, v in (
             ("rt60_s", _r(ac.rt60_s, 2)),
@@ -344,7 +344,7 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
             f.add(spk, "speaker.pitch_median_hz", _r(p.pitch_median_hz, 1), subject=name)
 
 
-def _music(f: _Facts, mus: Any, sep: Any) -> None:
+def _music(f: _Facts, mus: Any, sep: Any, tag_confidence: float = EvidenceSection().music_tag_confidence) -> None:
     if mus is None or not mus.analyzed:
         return
     f.add(mus, "music.tempo_bpm", _r(mus.tempo_bpm, 1), confidence=mus.tempo_confidence or 0.0)
@@ -356,7 +356,7 @@ def _music(f: _Facts, mus: Any, sep: Any) -> None:
     f.add(mus, "music.beat_strength", _r(mus.beat_strength), confidence=mixed)
     f.add(mus, "music.key", value=mus.key, confidence=mus.key_confidence or 0.0)
     f.add(mus, "music.harmonic_ratio", _r(mus.harmonic_ratio), confidence=mixed)
-    f.labels(mus, "music.tag", mus.tags)
+    f.labels(mus, "music.tag", mus.tags, min_prob=tag_confidence)
     contour = mus.loudness_contour_db
     f.add(mus, "music.loudness_range_db", _r(max(contour) - min(contour), 1) if contour else None)
     if sep is not None and sep.skipped_reason is None:

@@ -101,3 +101,26 @@ def test_window_features_cover_every_window_of_short_and_long_clips() -> None:
         x = np.resize(_signal(), n)
         F = window_features(m, x, window_bounds(n))
         assert F.shape == (len(window_bounds(n)), 250) and np.isfinite(F).all()
+
+
+# MSD_musicnn: the same TF graph and signal (musicnn's `models.define_model(x, is_training, "MSD_musicnn", 50)` +
+# Saver.restore of the wheel's MSD_musicnn checkpoint, TensorFlow 2.15.1, 2026-11-26; training/MUSIC_TAGS.md)
+TF_MSD_TAGS = [
+    0.012246, 0.006815, 0.019308, 0.039428, 0.352505, 0.026189, 0.017141, 0.010445, 0.002327, 0.064483,
+    0.022225, 0.002747, 0.071003, 0.001755, 0.001457, 0.003267, 0.007198, 0.01205, 0.103549, 0.000512,
+    0.010778, 0.001781, 0.017198, 0.069763, 0.00073, 0.003065, 0.007221, 0.000353, 0.365382, 0.007411,
+    0.24323, 0.002317, 0.008076, 0.002433, 0.00046, 0.001552, 0.000361, 0.004781, 0.001821, 0.00077,
+    0.001077, 0.022161, 0.000399, 0.003992, 0.003235, 0.00067, 0.003183, 0.004125, 0.014993, 0.000488,
+]  # fmt: skip
+TF_MSD_PENULTIMATE_8 = [-0.17718, -0.12703, -0.28483, -0.27512, -0.35315, 1.18336, -0.25741, 0.73011]
+
+
+def test_msd_checkpoint_matches_tensorflow() -> None:
+    from earmark.experts.probe.musicnn import MSD_LABELS, PATCH, Musicnn, logmel_musicnn
+
+    mel = logmel_musicnn(_signal())[:PATCH]
+    tags, emb = Musicnn("MSD_musicnn").patches(mel[None])
+    assert tags.shape == (1, 50) and len(MSD_LABELS) == 50 == len(set(MSD_LABELS))
+    assert np.abs(tags[0] - np.asarray(TF_MSD_TAGS)).max() < 2e-5
+    assert np.abs(emb[0, :8] - np.asarray(TF_MSD_PENULTIMATE_8)).max() < 1e-4
+    assert MSD_LABELS[int(np.argmax(tags[0]))] == "ambient"  # a steady two-tone drone with clicks

@@ -6,7 +6,7 @@
   Silero VAD, so `vocals_speech_s` says how much sung or spoken voice the music holds.
 - music: the offline librosa analysis (tempo, beats, key, loudness; experts/music.py) plus `tags` from an
   AutoModelForAudioClassification music tagger (genre / mood / instrument), batched across the clips with
-  music. Without a tagger configured, `tags` stays empty, never invented.
+  music. Without a tagger configured, the embedded profile's music-tag heads' tags (experts/musictags) stay.
 """
 
 from __future__ import annotations
@@ -204,12 +204,15 @@ class PaperMusicExpert(Expert):
         tagged = [i for i, r in enumerate(records) if r.analyzed]
         tags = self.tag([samples_16k(clips[i]) for i in tagged]) if self.path and tagged else []
         by_clip = dict(zip(tagged, tags))
+        if not self.path:  # no music tagger configured: the embedded music-tag heads' tags stay
+            return [r.model_copy(update={"backend": self.backend}) for r in records]
         return [
             r.model_copy(
                 update={
                     "backend": self.backend,
                     "tags": by_clip.get(i, []),
                     "tagger": self.tagger_model if i in by_clip else None,
+                    "window_tags": [],
                 }
             )
             for i, r in enumerate(records)

@@ -4,7 +4,9 @@ The weights are the TensorFlow checkpoint shipped in the `musicnn` wheel (PyPI `
 licence, installed with --no-deps: only its files are read, TensorFlow is never imported). The checkpoint
 is read by a small pure-Python TensorFlow "tensor bundle" reader (the `.index` file is an SSTable of
 BundleEntryProto records pointing into `.data-00000-of-00001`), and the forward pass is re-implemented
-here (validated against the original TensorFlow graph: tags agree to ~1e-6, see training/README.md).
+here (validated against the original TensorFlow graph: tags agree to ~1e-6, see training/README.md). The MSD_musicnn
+checkpoint has the same network (`Musicnn("MSD_musicnn")`, tags `MSD_LABELS`; checked against TensorFlow too,
+training/MUSIC_TAGS.md).
 
 Input: 16 kHz mono; 96-band log-mel (n_fft 512, hop 256, librosa power mel, float16,
 log10(10000 x + 1)), the model was trained on 3 s patches (187 frames).
@@ -22,8 +24,11 @@ ReLU -> batch-norm; mid-end = three 7-frame 1-D convs (64 filters, the 2nd and 3
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import struct
+import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +45,15 @@ MTT_LABELS = [
     "vocals", "no vocals", "harpsichord", "loud", "quiet", "flute", "woman", "male vocal", "no vocal", "pop",
     "soft", "sitar", "solo", "man", "classic", "choir", "voice", "new age", "dance", "male voice",
     "female vocal", "beats", "harp", "cello", "no voice", "weird", "country", "metal", "female voice", "choral",
+]  # fmt: skip
+# MSD_musicnn (same network, Million Song Dataset last.fm tags; `Musicnn("MSD_musicnn")`), musicnn's own order
+MSD_LABELS = [
+    "rock", "pop", "alternative", "indie", "electronic", "female vocalists", "dance", "00s", "alternative rock",
+    "jazz", "beautiful", "metal", "chillout", "male vocalists", "classic rock", "soul", "indie rock", "Mellow",
+    "electronica", "80s", "folk", "90s", "chill", "instrumental", "punk", "oldies", "blues", "hard rock", "ambient",
+    "acoustic", "experimental", "female vocalist", "guitar", "Hip-Hop", "70s", "party", "country",
+    "easy listening", "sexy", "catchy", "funk", "electro", "heavy metal", "Progressive rock", "60s", "rnb",
+    "indie pop", "sad", "House", "happy",
 ]  # fmt: skip
 
 
@@ -163,6 +177,7 @@ class Musicnn:
 
     def __init__(self, model: str = "MTT_musicnn", weights: dict[str, np.ndarray] | None = None):
         w = weights if weights is not None else read_tf_checkpoint(checkpoint_prefix(model))
+        self.name = model
         bn = []
         for i in range(11):
             n = "batch_normalization" + (f"_{i}" if i else "")
@@ -225,6 +240,16 @@ class Musicnn:
         logits = z @ self.dense[1][0] + self.dense[1][1]
         return (1 / (1 + np.exp(-logits))).astype(np.float32), z.astype(np.float32)
 
+    def backend_pooled(self, P: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The back-end on pooled features (…, 1506) laid out as `window_midend` gives them ([max 753 | mean 753])
+        -> tag probabilities (…, 50), embedding (…, 200); the same as `backend` on the frames they pool."""
+        P = np.asarray(P, np.float32)
+        pooled = np.stack([P[..., :753], P[..., 753:]], axis=-1)
+        z = pooled.reshape(*pooled.shape[:-2], -1) * self.bn[9][0] + self.bn[9][1]
+        z = np.maximum(z @ self.dense[0][0] + self.dense[0][1], 0) * self.bn[10][0] + self.bn[10][1]
+        logits = z @ self.dense[1][0] + self.dense[1][1]
+        return (1 / (1 + np.exp(-logits))).astype(np.float32), z.astype(np.float32)
+
     def patches(self, mel_patches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(n, 187, 96) patches, each run on its own like the original extractor -> tags, embeddings."""
         res = [self.backend(self.frames(p)) for p in mel_patches]
@@ -251,13 +276,50 @@ def window_features(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
     return np.stack(rows).astype(np.float32)
 
 
+# Pooled mid-end features and log-mels of recent clips, by content: the domain probe computes MTT's for every
+# clip, and the music tagger (experts/musictags) asks for the same clip again in a later stage of the same
+# process, so its MTT tags cost no network pass and MSD's pass reuses the log-mel. Bounded (a few MB).
+_CACHE: OrderedDict[tuple, np.ndarray] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+CACHE_POOLS, CACHE_MELS = 2048, 64  # ~15 KB per pooled 10 s clip (float16), ~240 KB per 10 s log-mel
+
+
+def _cached(key: tuple, limit: int, make) -> np.ndarray:
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = make()
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        kind = key[0]
+        keys = [k for k in _CACHE if k[0] == kind]
+        for k in keys[: max(0, len(keys) - limit)]:
+            del _CACHE[k]
+    return value
+
+
+def clip_key(x: np.ndarray) -> str:
+    return hashlib.sha1(np.ascontiguousarray(x, np.float32).tobytes()).hexdigest()
+
+
+def cached_logmel(x: np.ndarray) -> np.ndarray:
+    """`logmel_musicnn(x)`, kept for the last CACHE_MELS clips."""
+    return _cached(("mel", clip_key(x)), CACHE_MELS, lambda: logmel_musicnn(x))
+
+
 def window_midend(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
     """(n_windows, 1506) per analysis window: max | mean over a 3 s patch centred on the window of the 753
     per-frame front-/mid-end features (the back-end's own pooling, before its tag-trained dense layers),
-    rounded to float16 like the training cache."""
-    F = model.frames(logmel_musicnn(x))
-    rows = []
-    for a, b in bounds:
-        f0, f1 = window_frames(a, b, len(F))
-        rows.append(np.concatenate([F[f0:f1].max(axis=0), F[f0:f1].mean(axis=0)]))
-    return np.stack(rows).astype(np.float16).astype(np.float32)
+    rounded to float16 like the training cache. Kept for the last CACHE_POOLS (model, clip, windows)."""
+
+    def make() -> np.ndarray:
+        F = model.frames(cached_logmel(x))
+        rows = []
+        for a, b in bounds:
+            f0, f1 = window_frames(a, b, len(F))
+            rows.append(np.concatenate([F[f0:f1].max(axis=0), F[f0:f1].mean(axis=0)]))
+        return np.stack(rows).astype(np.float16)
+
+    key = ("pool", getattr(model, "name", id(model)), clip_key(x), tuple(map(tuple, bounds)))
+    return _cached(key, CACHE_POOLS, make).astype(np.float32)
