@@ -117,13 +117,15 @@ def test_the_probe_and_the_tagger_share_musicnn_work() -> None:
 
 def test_music_expert_writes_valid_tag_records() -> None:
     from earmark.experts import musictags
-    from earmark.experts.music import LibrosaMusicExpert
+    from earmark.experts.music import LibrosaMusicExpert, evidence_tags
 
     clips = [ClipAudio("kit", drum_kit()), ClipAudio("talk", np.zeros(SR, np.float32))]
     dom = {"kit": _domain("kit", "0M0"), "talk": _domain("talk", "S00")}
     sep = {c.clip_id: _separation(c.clip_id) for c in clips}
     kit, talk = LibrosaMusicExpert().analyze(clips, {"domain": dom, "separation": sep})
-    evidence = {t["tag"] for t in musictags.load_tag_file()["tags"] if t["in_evidence"]}
+    evidence = evidence_tags(musictags.load_tag_file())
+    admitted = {t["tag"] for t in musictags.load_tag_file()["tags"] if t["in_evidence"]}
+    assert {"drums", "organ"} <= admitted - evidence  # precise on renders, shown wrong on real recordings
     assert kit.tagger == f"musictags:{musictags.weights_id()}" and kit.tagger in kit.backend
     assert {t.label for t in kit.tags} == evidence and len(kit.window_tags) == 4
     assert all({t.label for t in w.tags} == evidence for w in kit.window_tags)
