@@ -471,6 +471,8 @@ def _tempo(e: _Evidence, value: str) -> Judgement:
     f = e.ok("music.tempo_bpm")
     bpm = None if f is None else f.number
     if bpm is None:
+        if value in ("slow", "fast") and _tag_support(e, "music.tag", value):  # the music tagger's pace
+            return _j(SUPPORTED, f"music.tag~{value}")
         return _j(UNSUPPORTED, None, "no confident tempo (octave check)")
     if value.isdigit():
         err = abs(float(value) - bpm) / bpm
@@ -513,6 +515,9 @@ def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> J
     if t in ("gender", "age"):
         return _person(e, t, v)
     if t == "emotion":
+        mood = {"calm": "calm", "animated": "energetic"}.get(v)  # "calm piano music": the music's mood
+        if mood is not None and _tag_support(e, "music.tag", mood):
+            return _j(SUPPORTED, f"music.tag~{mood}")
         if (j := _needs(e, "speech")) is not None:
             return j
         if v in ("calm", "animated") and any(

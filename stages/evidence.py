@@ -13,6 +13,7 @@ fact per scalar field and per label.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
@@ -356,13 +357,23 @@ def _music(f: _Facts, mus: Any, sep: Any, tag_confidence: float = EvidenceSectio
     f.add(mus, "music.beat_strength", _r(mus.beat_strength), confidence=mixed)
     f.add(mus, "music.key", value=mus.key, confidence=mus.key_confidence or 0.0)
     f.add(mus, "music.harmonic_ratio", _r(mus.harmonic_ratio), confidence=mixed)
-    f.labels(mus, "music.tag", mus.tags, min_prob=tag_confidence)
+    groups = tag_groups()
+    for lp in mus.tags:  # the group (instrument, genre, mood) as the subject, where the tag file knows it
+        f.labels(mus, "music.tag", [lp], min_prob=tag_confidence, subject=groups.get(lp.label))
     contour = mus.loudness_contour_db
     f.add(mus, "music.loudness_range_db", _r(max(contour) - min(contour), 1) if contour else None)
     if sep is not None and sep.skipped_reason is None:
         f.add(sep, "separation.vocals_speech_s", sep.vocals_speech_s)
         for s in sep.stems:
             f.add(sep, "separation.stem_share", _r(s.energy_share), subject=s.stem)
+
+
+@functools.cache
+def tag_groups() -> dict[str, str]:
+    """Music tag → its group (instrument, genre, mood, vocals), from the embedded music tagger's tag file."""
+    from earmark.experts.musictags import load_tag_file
+
+    return {t["tag"]: t["group"] for t in load_tag_file()["tags"]}
 
 
 def _generic(f: _Facts, rec: BaseModel, table: str) -> None:

@@ -178,7 +178,15 @@ def _music_lines(p: Phrases, v: View) -> list[str]:
     key = v.ok("music.key")
     if key is not None and key.value:
         lines.append(m["key"].format(key=key.value))
-    lines += [m["tag"].format(label=f.value) for f in v.ev.all("music.tag") if f.value and (f.confidence or 0) >= v.thr]
+    tags: dict[str | None, list[str]] = {}
+    for f in v.ev.all("music.tag"):
+        if f.value and (f.confidence or 0) >= v.thr:
+            tags.setdefault(f.subject, []).append(f.value)
+    for group, labels in tags.items():  # "- instruments: piano, strings"; a tag of no known group on its own
+        if group in m["tags"]:
+            lines.append(m["tags"][group].format(labels=", ".join(labels)))
+        else:
+            lines += [m["tag"].format(label=label) for label in labels]
     if (v.num("music.loudness_range_db") or 0) > 12:
         lines.append(m["dynamic"])
     return lines

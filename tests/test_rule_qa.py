@@ -217,3 +217,49 @@ def test_named_events_become_questions_answers_and_hypotheses():
     assert hyp["contradiction"] == "A dog barks at about 9 s." or "dog" not in hyp["contradiction"].lower(), hyp
     qc, _ = audit_items({"entailment": rows, "qa": pairs}, {EVENTS_CLIP.clip_id: EVENTS_CLIP}, 0.6)
     assert all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]
+
+
+def _tagged_music(tags: dict[str, tuple[str, float]], domain: str = "0M0"):
+    """A music clip whose tagger named instruments / genre / mood: {label: (group, probability)}."""
+    from earmark.schemas.evidence import Fact
+
+    ev = evidence_of("a1a1a1a1000000000000", domain, {"levels.lufs": -24.0}, duration_s=10.0)
+    facts = ev.facts + [
+        Fact(type="music.tag", value=label, number=p, subject=group, source="music", confidence=p)
+        for label, (group, p) in tags.items()
+    ]
+    return ev.model_copy(update={"facts": facts})
+
+
+def test_music_captions_name_instruments_genre_and_mood_and_pass_the_audit():
+    from earmark.prompts import load_phrases
+    from earmark.stages.render import render
+    from earmark.stages.synthesis.rule_captions import rule_captions
+
+    ev = _tagged_music(
+        {
+            "piano": ("instrument", 0.97),
+            "strings": ("instrument", 0.93),
+            "classical": ("genre", 0.95),
+            "calm": ("mood", 0.94),
+            "slow": ("mood", 0.92),
+        }
+    )
+    texts = [c.text for c in rule_captions(ev, "music", S)]
+    assert texts == [
+        "Classical music with piano and strings at a slow tempo.",
+        "Calm piano and strings music in a classical style.",
+        "Music: piano and strings, calm.",
+    ]
+    for t in texts:
+        assert _kept(t, ev), t
+    assert "- instruments heard: piano, strings" in render(ev, "music", load_phrases("evidence"))
+    assert not _kept("Energetic rock music with drums.", ev)  # nothing heard says so
+
+
+def test_music_tags_become_questions_and_answers():
+    ev = _tagged_music({"piano": ("instrument", 0.97), "jazz": ("genre", 0.95)})
+    pairs = rule_qa(ev, S).rows
+    assert any("piano" in p.answer.lower() or "jazz" in p.answer.lower() for p in pairs), [p.answer for p in pairs]
+    qc, _ = audit_items({"qa": pairs}, {ev.clip_id: ev}, 0.6)
+    assert all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]

@@ -95,7 +95,15 @@ def _music(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     texture = None if harm is None else "sustained" if harm >= 0.8 else "percussive" if harm < 0.4 else "mixed"
     tempo = bands.word("tempo", v.num("music.tempo_bpm"))
     key = v.ok("music.key")
+    tags = music_tags(v)
+    instruments = [t for t in tags.get("instrument", []) if t != "solo"][:MAX_INSTRUMENTS]
+    moods = tags.get("mood", [])
     return {
+        "instruments": instruments,
+        "solo": "solo" in tags.get("instrument", []) and len(instruments) == 1,
+        "genre": next(iter(tags.get("genre", [])), None),
+        "mood": next((m for m in moods if m in ("calm", "energetic")), None),
+        "pace": next((m for m in moods if m in ("slow", "fast")), None) if tempo is None else tempo,
         "texture": w["texture"].get(texture),
         "texture_noun": w["texture_noun"].get(texture),
         "tempo": w["tempo"].get(tempo),
@@ -107,6 +115,17 @@ def _music(v: View, w: dict, when: Any) -> dict[str, Any] | None:
 
 
 MAX_EVENTS = 2  # named in one content caption (MECAT's sound captions are 5 words on average)
+MAX_INSTRUMENTS = 2
+
+
+def music_tags(v: View) -> dict[str | None, list[str]]:
+    """The confident music tags by group (instrument, genre, mood; None: a paper tagger's label of no known
+    group), most likely first."""
+    out: dict[str | None, list[tuple[float, str]]] = {}
+    for f in v.ev.all("music.tag"):
+        if f.value and (f.confidence or 0.0) >= v.thr:
+            out.setdefault(f.subject, []).append((-(f.number or 0.0), f.value))
+    return {g: [t for _, t in sorted(xs)] for g, xs in out.items()}
 
 
 def _events(v: View, when: Any) -> list[dict[str, Any]]:
