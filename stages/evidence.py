@@ -28,8 +28,9 @@ from earmark.stages import bands
 from earmark.stages.base import Inputs, StageSpec
 
 # 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone; 9: quotable phrases
-# (`speech.quote`), the HPSS texture and beat strength only on music without sound events
-EVIDENCE_VERSION = "9"
+# (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
+# named events (`sound.event`), music tags by group
+EVIDENCE_VERSION = "10"
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
@@ -198,7 +199,9 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
         f.add(lv, "levels.clipping_ratio", _r(lv.clipping_ratio, 5))
         f.add(lv, "levels.silence_ratio", _r(lv.silence_ratio))
     _speakers(f, records.get("diarization"), records.get("speakers"))
-    if (tags := records.get("tags")) is not None:
+    # an event tagger's classes become `sound.event` facts; other labels (the heuristic's, an AudioSet tagger's
+    # all) stay sound tags
+    if (tags := records.get("tags")) is not None and (not _events(f, tags) or tags.label_set.startswith("audioset")):
         f.labels(tags, "sound_tags.clip", tags.clip_tags, 0.05)
         for w in tags.windows[:MAX_LIST]:
             f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
@@ -261,6 +264,58 @@ def _quotes(f: _Facts, asr: Any, check: Any) -> None:
         if i == len(cut) - 1 and text[-1:] not in PHRASE_END:  # the clip's end may have cut it short
             conf *= UNFINISHED
         f.add(asr, "speech.quote", _r(least), text, subject=subject, confidence=conf)
+
+
+PAPER_EVENT_THRESHOLD = 0.5  # an AudioSet tagger's (uncalibrated) probability from which a mapped class is heard
+
+
+@functools.cache
+def event_policy(label_set: str) -> dict[str, tuple[float, float]] | None:
+    """The event classes that may state an event for a tagger's label set: {class: (threshold, precision at it)};
+    None for a label set that names no events (the coarse heuristic's)."""
+    if label_set.startswith("earmark-events"):
+        from earmark.experts.probe.events import load_classes
+
+        return {
+            c["name"]: (c["threshold"], c["oof"]["precision"] or 0.0)
+            for c in load_classes()["classes"]
+            if c["in_evidence"]
+        }
+    if label_set.startswith("audioset"):
+        from earmark.prompts import load_phrases
+
+        return dict.fromkeys(load_phrases("evidence")["events"], (PAPER_EVENT_THRESHOLD, 0.0))
+    return None
+
+
+def _events(f: _Facts, tags: Any) -> bool:
+    """`sound.event` facts from an event tagger's windows: per class that may state an event, each run of
+    windows at or above its threshold is one fact (its span, the run's highest probability; the confidence is
+    that probability, or the class's precision at the threshold measured by package where that is higher).
+    A paper tagger's AudioSet labels count for the class they map to. False: not an event tagger."""
+    policy = event_policy(tags.label_set)
+    if policy is None:
+        return False
+    from earmark.experts.paper.audioset import event_class
+
+    runs: dict[str, list[list[float]]] = {}  # class -> [start, end, best p] runs of consecutive windows
+    for w in tags.windows:
+        best: dict[str, float] = {}
+        for lp in w.tags:
+            cls = event_class(lp.label, policy.keys())
+            if cls is not None and lp.prob >= policy[cls][0]:
+                best[cls] = max(best.get(cls, 0.0), lp.prob)
+        for cls, p in best.items():
+            run = runs.setdefault(cls, [])
+            if run and w.start_s <= run[-1][1] + 1e-6:
+                run[-1][1], run[-1][2] = max(run[-1][1], w.end_s), max(run[-1][2], p)
+            else:
+                run.append([w.start_s, w.end_s, p])
+    for cls, spans in sorted(runs.items()):
+        for a, b, p in spans[:MAX_LIST]:
+            conf = max(p, policy[cls][1])
+            f.add(tags, "sound.event", _r(p), cls, subject=f"{a:g}-{b:g}", confidence=conf)
+    return True
 
 
 def _transcript(f: _Facts, asr: Any, check: Any, vad: Any) -> None:

@@ -743,3 +743,33 @@ def test_sound_captions_name_the_events_and_pass_the_audit():
         assert claim_verdict(audit(t, DOG))[0], t
     notes = render(DOG, "sound", load_phrases("evidence"))
     assert "- a dog at about 2 s" in notes and "- footsteps at about 6 s" in notes and "rain" not in notes
+
+
+def test_a_paper_taggers_audioset_labels_become_named_events():
+    """An AudioSet tagger's labels map to the event classes by the ontology ("Bark" is a dog); runs of windows
+    at the bar are one event each, with their span; the labels stay sound tags as well."""
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import DomainDecision, LabelProb, SoundEvents, WindowTags
+    from earmark.stages.evidence import build_evidence
+
+    lin = {"clip_id": "p2", "expert": "tags", "expert_version": "1", "backend": "audioset-tagger:x"}
+    dom = DomainDecision(
+        **lin, domain="00A", speech_prob=0.001, music_prob=0.001, sound_prob=0.999, silent=False, features=[]
+    )
+    probs = [{"Bark": 0.8}, {"Bark": 0.7, "Door": 0.2}, {"Slam": 0.9}, {"Inside, small room": 0.9}]
+    windows = [
+        WindowTags(start_s=2.0 * i, end_s=2.0 * i + 2, tags=[LabelProb(label=k, prob=p) for k, p in w.items()])
+        for i, w in enumerate(probs)
+    ]
+    tags = SoundEvents(
+        **lin, label_set="audioset-527", window_s=2.0, windows=windows, clip_tags=[LabelProb(label="Bark", prob=0.8)]
+    )
+    ev = build_evidence(SimpleNamespace(clip_id="p2", duration_s=8.0), {"domain": dom, "tags": tags})
+    assert sorted((f.value, f.subject) for f in ev.all("sound.event")) == [("Dog", "0-4"), ("Door", "4-6")]
+    assert _verdicts("A dog barks at about 1 s, then a door opens or shuts.", ev) == {
+        ("event", "Dog"): "supported",
+        ("moment", "1@Dog"): "supported",
+        ("event", "Door"): "supported",
+    }
+    assert ev.labels("sound_tags.clip") == {"Bark": 0.8}
