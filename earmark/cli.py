@@ -400,6 +400,7 @@ def _versions_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from earmark.flows.local_server import LocalServerError
     from earmark.llm import LLMEndpointError, LLMServerError, ModelNotAvailable
     from earmark.storage import LegacyCatalogError
     from earmark.storage.lake import LakeSetupError
@@ -421,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError, ModelNotAvailable, LegacyCatalogError, LakeSetupError) as exc:
         print(f"earmark: error: {exc}", file=sys.stderr)
         return 2
+    except LocalServerError as exc:
+        print(f"earmark: error: {exc}", file=sys.stderr)
+        return 1
     except (LLMEndpointError, LLMServerError) as exc:
         print(
             f"earmark: error: the LLM endpoint failed: {exc}\n(check --llm-endpoint / [llm] in the config; "

@@ -118,15 +118,37 @@ def _preflight(cfg: Config) -> None:
     build_experts(cfg.analyze)
 
 
+def _prefect(cfg: Config, *flows: str) -> Any:
+    """Prefect for a command that runs flows (a context manager): the configured API, else the local server
+    (earmark.flows.local_server), started now if none runs; `flows` are imported meanwhile. Every check that
+    needs no Prefect comes before it."""
+    from earmark.flows.local_server import prefect_api
+
+    def starting(home: Path) -> None:
+        print(
+            f"earmark: starting the local Prefect server (later commands reuse it; it stops after "
+            f"{cfg.prefect.idle_minutes:g} idle minutes; log {home / 'server.log'})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return prefect_api(cfg, preload=flows, on_start=starting)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from earmark.flows.build import run_build
+    from earmark.config import check_build
     from earmark.stages.ingest import discover
+    from earmark.storage.catalog import check_dataset_name
 
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs])
+    check_dataset_name(cfg.dataset)
+    check_build(cfg, args.until)
     if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs))}")
     _preflight(cfg)
-    with _bars(args):
+    with _prefect(cfg, "earmark.flows.build"), _bars(args):
+        from earmark.flows.build import run_build
+
         result = run_build(cfg, args.until)
     summarize(cfg, result)
     return 0
@@ -134,9 +156,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from earmark.corpus import generate_corpus, load_manifest
-    from earmark.flows.build import run_build
+    from earmark.storage.catalog import check_dataset_name
 
     cfg = _config(args, "demo")
+    check_dataset_name(cfg.dataset)
     _preflight(cfg)
     corpus_dir = cfg.data_root / f"{cfg.dataset}-input"
     t0 = time.perf_counter()
@@ -152,7 +175,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         stamp.write_text(json.dumps(params))
         print(f"sample corpus: {len(items)} files in {corpus_dir} ({time.perf_counter() - t0:.1f} s)")
     cfg = cfg.model_copy(update={"inputs": [corpus_dir]})
-    with _bars(args):
+    with _prefect(cfg, "earmark.flows.build"), _bars(args):
+        from earmark.flows.build import run_build
+
         result = run_build(cfg)
     summarize(cfg, result)
     print(f"\ntotal demo wall time {time.perf_counter() - t0:.1f} s")
@@ -160,14 +185,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from earmark.flows.rerun import run_rerun
+    from earmark.stages.rerun import check_rerun
+    from earmark.storage import open_catalog
 
     overrides: dict[str, Any] = {}
     if args.prompt_dir:
         overrides["synthesize.prompt_dir"] = str(args.prompt_dir)
     cfg = _config(args, "default", **overrides)
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items else None
-    with _bars(args):
+    check_rerun(open_catalog(cfg, create=False), args.stage, items, args.version, cfg.synthesize.items)
+    with _prefect(cfg, "earmark.flows.rerun"), _bars(args):
+        from earmark.flows.rerun import run_rerun
+
         out = run_rerun(cfg, args.stage, items, args.version)
     llm = out.get("llm") or {}
     print(out["diff_markdown"])
@@ -179,17 +208,25 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from earmark.flows.evaluate import evaluate_flow
+    from earmark.stages.evaluate import parse_metrics
+    from earmark.stages.versions import resolve_version
+    from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    with _bars(args):
+    version = resolve_version(open_catalog(cfg, create=False), args.version)  # the dataset and version exist
+    parse_metrics(args.metric)
+    if args.predictions is not None and not args.predictions.exists():
+        raise FileNotFoundError(f"predictions {args.predictions} not found")
+    with _prefect(cfg, "earmark.flows.evaluate"), _bars(args):
+        from earmark.flows.evaluate import evaluate_flow
+
         out = evaluate_flow.with_options(flow_run_name=f"evaluate · {cfg.dataset}")(
             cfg,
             args.predictions,
             args.subtask,
             args.model_name,
-            args.version,
+            version,
             args.metric,
             args.device,
             endpoint=args.endpoint,
@@ -260,9 +297,15 @@ def cmd_review(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "default")
     if args.review_command == "import":
-        from earmark.flows.review import review_import_flow
+        from earmark.stages.versions import resolve_version
 
-        out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
+        resolve_version(open_catalog(cfg, create=False), args.version)  # the dataset and version exist
+        if not args.sheet.is_file():
+            raise FileNotFoundError(f"review sheet {args.sheet} not found")
+        with _prefect(cfg, "earmark.flows.review"):
+            from earmark.flows.review import review_import_flow
+
+            out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
         print(
             f"{out['decisions']} decisions stored; version {out['version']} "
             f"({'new' if out['created'] else 'unchanged'}), exports in {out['exports']}"
@@ -625,9 +668,14 @@ def cmd_view(args: argparse.Namespace) -> int:
     server = make_server(ViewApp(cfg, cat, version), args.host, args.port)
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in str(host) else host
-    print(f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  (Ctrl-C stops it)")
     try:
-        server.serve_forever()
+        with _prefect(cfg, "earmark.flows.review"):  # a review's writes run flows
+            print(
+                f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  "
+                "(Ctrl-C stops it)",
+                flush=True,
+            )
+            server.serve_forever()
     except KeyboardInterrupt:
         print("earmark view: stopped")
     finally:

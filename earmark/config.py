@@ -245,6 +245,17 @@ class RunSection(Section):
     lease_wait_s: float = Field(0.0, ge=0.0)
 
 
+class PrefectSection(Section):
+    """The local Prefect server the CLI uses when no Prefect API is configured (`PREFECT_API_URL` unset; with it,
+    that server is used and these settings do nothing): one per user and installation, started by the first
+    command that runs a flow, reused by later ones, and stopped once no command has used it for `idle_minutes`
+    (earmark/flows/local_server.py). `home`: its folder (database, log, locks); default
+    ~/.cache/earmark/prefect/<prefect version>-<installation>."""
+
+    home: Path | None = None
+    idle_minutes: float = Field(10.0, gt=0, le=7 * 24 * 60)
+
+
 class Config(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid", env_prefix="EARMARK_", env_nested_delimiter="__")
 
@@ -260,6 +271,7 @@ class Config(BaseSettings):
     filter: FilterSection = FilterSection()
     review: ReviewSection = ReviewSection()
     run: RunSection = RunSection()
+    prefect: PrefectSection = PrefectSection()
 
     @classmethod
     def settings_customise_sources(
@@ -275,6 +287,22 @@ class Config(BaseSettings):
 
 class ConfigError(Exception):
     pass
+
+
+BUILD_STAGES = ("ingest", "analyze", "synthesize", "filter", "publish")
+
+
+def check_build(cfg: Config, until: str) -> int:
+    """The index of `until` in BUILD_STAGES, or a ValueError for a build that cannot run as configured."""
+    if until not in BUILD_STAGES:
+        raise ValueError(f"--until must be one of {', '.join(BUILD_STAGES)}, got {until!r}")
+    stop = BUILD_STAGES.index(until)
+    if cfg.analyze.only and stop >= 2:
+        raise ValueError(
+            f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
+            "use --until analyze with a subset of experts, or drop --experts"
+        )
+    return stop
 
 
 class _TomlSource(PydanticBaseSettingsSource):
