@@ -8,6 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +34,7 @@ from earmark.stages.ingest import encode_flac
 from earmark.storage import Catalog, ShardMeta
 
 SR = 16_000
+REPO = Path(__file__).resolve().parents[1]
 DOMAINS = {"c_speech": "S00", "c_music": "0M0", "c_sound": "00A"}
 # the originals' columns (microsoft/AudioEntailment data/CLE/*.csv header; AudioBench's IFEval-Audio card)
 AUDIO_ENTAILMENT_CSV = ["Prompt", "Dataset", "Audio file", "Caption", "Entailment", "Neutral", "Contradiction", "Full response"]  # fmt: skip
@@ -168,20 +173,35 @@ def test_hf_folder_loads_with_datasets(lake, tmp_path):
     assert loaded["entailment"].features["label"].names == ["entailment", "neutral", "contradiction"]
     assert loaded["instructions"].features["rule"].dtype == "int64"
     assert isinstance(caps.features["audio"], datasets.Audio) and caps.features["audio"].sampling_rate == SR
-    try:  # datasets decodes audio with torchcodec, where a build matching the installed torch exists
-        import torchcodec.decoders  # noqa: F401
-
-        samples = caps[0]["audio"].get_all_samples()
-        arrays = [(samples.data.numpy()[0], samples.sample_rate)]
-    except Exception:  # noqa: BLE001 — none here (the PyPI wheel wants CUDA torch): read the embedded bytes
-        raw = caps.cast_column("audio", datasets.Audio(decode=False))
-        arrays = [_decode(row["audio"]) for row in raw]
-    for (data, sr), clip_id in zip(arrays, caps["clip_id"]):
-        assert sr == SR and data.shape == (SR,)
-        np.testing.assert_allclose(data, sf.read(io.BytesIO(clips[clip_id].audio_flac), dtype="float32")[0])
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "default: true" in card and "license: other" in card
     assert "## Rejections by check" in card and "size_categories" in card  # the publish card's statistics
+
+
+def _readme_recipe() -> str:
+    """The README's block for reading an hf export back (section "Exporting"), as it stands there."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("```python\nfrom datasets import load_dataset\n")
+    return readme[start + len("```python\n") : readme.index("```\n", start + 10)]
+
+
+def test_the_readmes_recipe_reads_an_hf_exports_audio_back_in_the_project_venv(lake, tmp_path):
+    """datasets 5 decodes Audio with torchcodec: the recipe ran into an ImportError before torchcodec 0.13 (the CPU
+    build that loads beside CPU torch) was pinned."""
+    root, _, kept, clips = lake
+    out = tmp_path / "hf"
+    assert _export(root, "hf", out) == 0
+    code = _readme_recipe().replace('"DIR"', repr(str(out)))
+    code += "\nimport numpy as np; np.save(OUT, audio); print('SR', sr)\n"
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}  # datasets' cache: not the user's
+    npy = tmp_path / "audio.npy"
+    run = subprocess.run(
+        [sys.executable, "-c", f"OUT = {str(npy)!r}\n{code}"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    clip_id, sr, shape = run.stdout.splitlines()[0].split()[:3]
+    assert clip_id in clips and (sr, shape) == (str(SR), f"({SR},)"), run.stdout
+    np.testing.assert_allclose(np.load(npy), sf.read(io.BytesIO(clips[clip_id].audio_flac), dtype="float32")[0])
 
 
 def test_audiobench_and_entailment_have_the_original_columns(lake, tmp_path):
