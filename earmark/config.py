@@ -34,6 +34,12 @@ class IngestSection(Section):
     min_clip_s: float = Field(1.0, ge=0.1)
     max_file_s: float = Field(4 * 3600.0, gt=0)
     allowed_roots: list[Path] = []
+    # One source file cannot flood a benchmark (stages/sources.py): of its clips, the silent ones after the first
+    # and those whose audio repeats an earlier kept clip (similarity ≥ near_duplicate_similarity) are dropped, then
+    # at most max_clips_per_source are kept, spread over the file (0: no cap); a quarantine row says what went.
+    max_clips_per_source: int = Field(8, ge=0)
+    near_duplicate_similarity: float = Field(0.9, gt=0, le=1)
+    silence_dbfs: float = Field(-60.0, le=0)
 
     @field_validator("allowed_roots")
     @classmethod
@@ -205,6 +211,13 @@ class FilterSection(Section):
     margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5)
     clap_model: str = "laion/clap-htsat-unfused"
     sbert: str | None = None  # sentence-embedding model (see metrics.similarity.resolve_sbert); None → auto
+    # One source file cannot flood a benchmark (stages/sources.py): items of a clip whose rendered evidence repeats
+    # an earlier clip of the same file (line overlap ≥ same_source_evidence_similarity) are rejected; a text kept on
+    # clips of more than max_sources_per_text source files is rejected on the others; rule-written absence
+    # sentences count apart, against max_sources_per_absence_text. 0: no limit.
+    same_source_evidence_similarity: float = Field(0.85, gt=0, le=1)
+    max_sources_per_text: int = Field(3, ge=0)
+    max_sources_per_absence_text: int = Field(0, ge=0)
 
 
 class ReviewSection(Section):

@@ -320,11 +320,12 @@ class Catalog:
         self._transaction(register)
         return ShardRef(key=key, tables=tuple(tables), rows=sum(f.rows for f in files.values()))
 
-    def read(self, table: str, keys: Sequence[str]) -> pa.Table:
-        """Concatenate one table's shards for the given keys (in the order given)."""
-        parts = [read_shard(self.shard_path(table, k)) for k in keys if self.shard_path(table, k).exists()]
+    def read(self, table: str, keys: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table:
+        """Concatenate one table's shards for the given keys (in the order given); `columns`: only these."""
+        parts = [read_shard(self.shard_path(table, k), columns) for k in keys if self.shard_path(table, k).exists()]
         if not parts:
-            return arrow_schema(TABLES[table]).empty_table()
+            empty = arrow_schema(TABLES[table]).empty_table()
+            return empty.select(list(columns)) if columns is not None else empty
         return pa.concat_tables(parts, promote_options="default")
 
     # --------------------------------------------------------------------------------------- lineage
