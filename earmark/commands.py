@@ -43,7 +43,7 @@ def _print_table(cat, title: str, sql: str) -> None:
     rows = cat.query(sql)
     print(f"\n{title}\n  $ {sql}")
     for row in rows:
-        print("   ", " | ".join("" if v is None else str(v) for v in row))
+        print("   ", " | ".join(map(cell, row)))
     if not rows:
         print("    (no rows)")
 
@@ -73,7 +73,7 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
     _print_table(cat, "Clips per domain:", "SELECT domain, count(*) AS clips FROM domain GROUP BY 1 ORDER BY 1")
     _print_table(
         cat,
-        "Captions per clip (6 kinds x 3 references):",
+        "Captions per clip (at most 6 kinds x 3 references; a kind without confident facts has none, see rejections):",
         "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM captions GROUP BY 1) GROUP BY 1 ORDER BY 1",
     )
     _print_table(
@@ -358,6 +358,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"  {counts['skipped_clips']} clip(s) left out: the Audio Entailment CSV needs an entailment, a neutral and "
             "a contradiction hypothesis per clip that every QC check kept"
         )
+    if fallbacks := {k.removeprefix("text_"): n for k, n in counts.items() if k.startswith("text_")}:
+        print(
+            "  "
+            + ", ".join(f"{n} of {counts['cuts']} cuts have a {kind} caption" for kind, n in fallbacks.items())
+            + " as their supervision text (no long caption was kept; custom['text_kind'] says which)"
+        )
     if token:
         url = push(args.out, args.push, token, f"earmark export {cfg.dataset} {version} ({args.format})")
         print(f"uploaded to https://huggingface.co/datasets/{args.push} ({url})")
@@ -383,8 +389,21 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise ValueError(sql_error(exc, cfg.dataset)) from None
     print(" | ".join(cols))
     for row in rows:
-        print(" | ".join("" if v is None else str(v) for v in row))
+        print(" | ".join(map(cell, row)))
     return 0
+
+
+def cell(value: Any) -> str:
+    """A query result's value as one line of text; binary values (a clip's `audio_flac`) as their kind and size,
+    never their bytes: `<FLAC 123 kB>`."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        kind = {b"fLaC": "FLAC", b"RIFF": "WAV", b"OggS": "Ogg"}.get(data[:4], "binary")
+        size = f"{len(data) / 1000:.0f} kB" if len(data) >= 1000 else f"{len(data)} B"
+        return f"<{kind} {size}>"
+    return str(value)
 
 
 def sql_error(exc: Exception, dataset: str) -> str:
@@ -438,11 +457,12 @@ def _prefect_env(home: Path) -> dict[str, str]:
     return env
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 120.0) -> None:
-    """Until `url`/health answers 200; raises when the server process exits or time runs out."""
+def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float | None = 120.0) -> None:
+    """Until `url`/health answers 200; raises when the server process exits or time runs out (`timeout_s` None,
+    with a `proc`: as long as the process lives — a start on a busy machine takes what it takes)."""
     import httpx
 
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s if timeout_s is not None else float("inf")
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"the Prefect server exited with status {proc.returncode} before answering")
@@ -486,9 +506,13 @@ def cmd_server(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", args.host, "--port", str(args.port)]
     log = (home / "server.log").open("ab")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
-    proc = subprocess.Popen(cmd, env=_prefect_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # The UI asks the server for the API's address (/ui-settings), which Prefect derives from its API host and port
+    # settings, not from `--port`: without these a UI on --port 4299 called 4200.
+    env = {**_prefect_env(home), "PREFECT_SERVER_API_HOST": args.host, "PREFECT_SERVER_API_PORT": str(args.port)}
+    env.setdefault("PREFECT_UI_API_URL", url)
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, timeout_s=None)
         setup = setup_server(cfg, url)
         print(f"Prefect server and UI at http://{args.host}:{args.port} (database and log under {home})")
         print(

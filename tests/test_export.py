@@ -77,6 +77,16 @@ def _items() -> dict[str, list]:
         )
         for c in ("c_speech", "c_music")  # c_music's neutral is rejected below: no complete triple
         for label in ("entailment", "neutral", "contradiction")
+    ] + [  # every hypothesis kept, but the premise is a caption QC rejected (PLANTED): the set must not ship
+        EntailmentHypothesis(
+            **_lin("c_sound"),
+            item_id=f"c_sound:entailment:{label}",
+            premise_kind="long",
+            premise=PLANTED,
+            label=label,
+            hypothesis=f"{label} about c_sound.",
+        )
+        for label in ("entailment", "neutral", "contradiction")
     ]
     ins = [
         InstructionTriple(
@@ -94,7 +104,10 @@ def _items() -> dict[str, list]:
     return {"captions": caps, "qa": qa, "entailment": ent, "instructions": ins}
 
 
+# c_music keeps no long caption: lhotse's supervision text falls back to a short one, and says so
 REJECTED = {"c_sound:long:1", "c_speech:qa:1", "c_music:entailment:neutral", "c_sound:instruction:1"}
+REJECTED |= {"c_music:long:0", "c_music:long:1"}
+PLANTED = "long 1 of c_sound."  # the text of c_sound:long:1, which QC rejected
 
 
 @pytest.fixture(scope="module")
@@ -140,6 +153,8 @@ def lake(tmp_path_factory):
     cat.write_shard("k_all", tables, ShardMeta(stage="hand", stage_version="t", inputs=[]), None)
     version, _ = cat.publish({t: ["k_all"] for t in tables}, None)
     kept = {t: [x for x in rows if x.item_id not in REJECTED] for t, rows in items.items()}
+    texts = {(c.clip_id, c.text) for c in kept["captions"]}  # kept text only, premises too
+    kept["entailment"] = [x for x in kept["entailment"] if (x.clip_id, x.premise) in texts]
     return root, version, kept, {c.clip_id: c for c in clips}
 
 
@@ -240,7 +255,7 @@ def test_audiobench_and_entailment_have_the_original_columns(lake, tmp_path):
     assert sorted(p.name for p in (ent / "audio").iterdir()) == ["c_speech.wav"]
 
 
-def test_lhotse_manifest_loads_with_lhotse(lake, tmp_path):
+def test_lhotse_manifest_loads_with_lhotse(lake, tmp_path, capsys):
     from lhotse import CutSet, RecordingSet, SupervisionSet
 
     root, _, kept, _ = lake
@@ -257,6 +272,12 @@ def test_lhotse_manifest_loads_with_lhotse(lake, tmp_path):
         "short": ["short 0 of c_sound.", "short 1 of c_sound."],
         "long": ["long 0 of c_sound."],
     }
+    music = cuts["c_music"].supervisions[0]  # no long caption was kept: the first short one, named as such
+    assert (music.text, music.custom["text_kind"], sup.custom["text_kind"]) == ("short 0 of c_music.", "short", "long")
+    assert (
+        "1 of 3 cuts have a short caption as their supervision text (no long caption was kept"
+        in capsys.readouterr().out
+    )
     assert len(RecordingSet.from_file(out / "recordings.jsonl")) == 3
     assert len(SupervisionSet.from_file(out / "supervisions.jsonl")) == 3
     assert sum(len(r) for c in cuts for r in c.supervisions[0].custom["captions"].values()) == len(kept["captions"])
@@ -351,3 +372,51 @@ def test_a_failed_export_leaves_nothing(lake, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         _export(root, "hf", out)
     assert out.is_dir() and not any(out.iterdir())
+
+
+def _texts(folder) -> str:
+    """Every string an export folder holds: text files as they are, Parquet cell by cell."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.suffix == ".parquet":
+            for column in pq.read_table(path).to_pylist():
+                out.extend(str(v) for v in column.values())
+        elif path.suffix in (".csv", ".jsonl", ".json", ".md", ".txt"):
+            out.append(path.read_text())
+    return "\n".join(out)
+
+
+def test_no_export_carries_a_premise_qc_rejected(lake, tmp_path):
+    """The entailment premise is a long caption QC may have rejected: it reached the hf export's `premise` and
+    entailment.csv's `Caption` (2 of 17 demo clips)."""
+    from earmark.stages.publish import export_items, export_mecat
+
+    root, version, _, _ = lake
+    folders = []
+    for fmt in ("hf", "audiobench", "entailment", "mecat", "lhotse"):
+        assert _export(root, fmt, tmp_path / fmt) == 0
+        folders.append(tmp_path / fmt)
+    published = tmp_path / "published"  # what the publish stage writes under exports/<version>/
+    cat = Catalog(root, "ex")
+    export_items(cat, version, published)
+    export_mecat(cat, version, published)
+    folders.append(published)
+    for folder in folders:
+        text = _texts(folder)
+        assert PLANTED not in text, folder.name
+        assert "about c_sound." not in text, folder.name  # nor its hypotheses: a set ships with its premise
+    assert "long 0 of c_speech." in _texts(tmp_path / "hf") + _texts(tmp_path / "entailment")  # a kept premise ships
+
+
+def test_sql_shows_a_clips_audio_as_its_kind_and_size_not_its_bytes(lake, capsys):
+    """`earmark sql "SELECT * FROM clips"` printed the FLAC bytes of every clip to the terminal."""
+    root, _, _, clips = lake
+    capsys.readouterr()
+    assert main(["sql", "--data-root", str(root), "-d", "ex", "SELECT * FROM clips ORDER BY clip_id"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert "audio_flac" in header and len(rows) == len(clips)
+    for row, clip_id in zip(rows, sorted(clips)):
+        size = len(clips[clip_id].audio_flac)
+        assert f"<FLAC {size / 1000:.0f} kB>" in row and "fLaC" not in row and "\\x" not in row, row
