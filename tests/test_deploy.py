@@ -128,8 +128,6 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
 
     files = _tiny_corpus(tmp_path)
     data = tmp_path / "data"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
     base = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -141,23 +139,31 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
     }
     server_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-server")}
     server_env.pop("PREFECT_API_URL", None)
-    client_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-client"), "PREFECT_API_URL": url}
     logs = tmp_path / "logs"
     logs.mkdir()
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(
-            subprocess.Popen(
+        from earmark.commands import wait_healthy
+
+        for _ in range(3):  # a port found free may be taken by another process before the server binds it
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}/api"
+            server = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                 env=server_env,
-                stdout=(logs / "server.log").open("wb"),
+                stdout=(logs / "server.log").open("ab"),
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        )
-        from earmark.commands import wait_healthy
-
-        wait_healthy(url, procs[0], timeout_s=180)
+            try:
+                wait_healthy(url, server, timeout_s=None)  # as long as it takes, while the server lives
+                procs.append(server)
+                break
+            except RuntimeError:  # it exited: its port was taken meanwhile
+                continue
+        else:
+            raise AssertionError((logs / "server.log").read_text(errors="replace")[-3000:])
+        client_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-client"), "PREFECT_API_URL": url}
         deploy = subprocess.run(
             [sys.executable, "-m", "earmark.cli", "deploy", str(tmp_path / "inputs"), "-d", "sched"]
             + ["--data-root", str(data), "--until", "analyze", "--cron", "0 3 * * *", "--timezone", "UTC"],
