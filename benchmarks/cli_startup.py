@@ -10,7 +10,8 @@ per-user local server, here in a temporary home), and times it from the start of
 - `sql`: `earmark sql -d DS "SELECT count(*) FROM clips"` on a dataset built beforehand, until it exits;
 - `first-stage cold`: `earmark build IN -d NEW --until analyze --experts levels` until its log says the ingest
   sub-flow began, with no local server running (the first command of a session, which starts it);
-- `first-stage warm`: the same right after, the server left running by the previous command.
+- `first-stage warm`: the same right after, the server left running by the previous command;
+- `server start` (since issue 34): the local server alone, with a new database and with an existing one.
 The machine's load average is recorded with each run: other work on a shared machine moves these numbers.
 """
 
@@ -98,6 +99,28 @@ def measure(work: Path, repeat: int) -> list[dict]:
             assert rc is None, tail
             rows.append({"what": f"first-stage {state}", "run": i, "s": round(took, 2), "load1": load})
         _stop_local_server(home)
+    rows += _server_starts(work, repeat)
+    return rows
+
+
+def _server_starts(work: Path, repeat: int) -> list[dict]:
+    """Since issue 34: the local server's start alone (`attach(...).wait_ready()`), with a new database (a user's
+    first command) and with the one a previous server left."""
+    try:
+        from earmark.flows.local_server import attach
+    except ImportError:
+        return []
+    rows = []
+    for i in range(repeat):
+        home = work / f"server-{i}"
+        for state in ("new database", "existing database"):
+            load = os.getloadavg()[0]
+            t0 = time.perf_counter()
+            att = attach(home, 10).wait_ready()
+            took = time.perf_counter() - t0
+            att.detach()
+            _stop_local_server(home)
+            rows.append({"what": f"server start, {state}", "run": i, "s": round(took, 2), "load1": load})
     return rows
 
 
@@ -115,7 +138,9 @@ def main() -> None:
     for what in dict.fromkeys(r["what"] for r in rows):
         times = sorted(r["s"] for r in rows if r["what"] == what)
         loads = [r["load1"] for r in rows if r["what"] == what]
-        print(f"{what:18s} median {np.median(times):6.2f} s  (runs: {times}; 1-min load {min(loads):.1f}–{max(loads):.1f})")
+        print(
+            f"{what:18s} median {np.median(times):6.2f} s  (runs: {times}; 1-min load {min(loads):.1f}–{max(loads):.1f})"
+        )
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
 

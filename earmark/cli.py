@@ -21,6 +21,10 @@ earmark worker --pool cpu|gpu      a process worker for the earmark-cpu / earmar
 
 build, demo, rerun and evaluate draw progress bars on stderr when it is a terminal (shards, clips/s, LLM
 requests, ETA per stage); --no-progress turns them off.
+
+Prefect: with PREFECT_API_URL set, that server is used. Without it, the commands that run flows share one local
+Prefect server per user, started by the first of them and stopped once none has used it for [prefect]
+idle_minutes (10); checks that need no Prefect (dataset name, inputs, dataset and version) come first.
 """
 
 from __future__ import annotations
@@ -337,7 +341,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int)
     s.set_defaults(fn=cmd_llm_serve)
 
-    sv = sub.add_parser("server", help="run a Prefect server + UI on loopback, set up for earmark (foreground)")
+    sv = sub.add_parser(
+        "server", help="run a Prefect server + UI on loopback, set up for earmark (foreground); the UI uses --port"
+    )
     _common(sv)
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=4200)

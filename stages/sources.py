@@ -231,8 +231,11 @@ def spread_rejections(
 ) -> list[QCResult]:
     """Check `source_spread`: per table, a (normalised) text that other checks kept on clips of more than
     `max_sources` different source files is kept on the first of them (in source path order) and rejected on
-    the rest; absence sentences against `max_absence_sources` (0: no limit). `rejected`: (table, item id)
-    pairs some other check rejected (they do not count)."""
+    the rest; absence sentences (the texts of rule-written absence captions, in any table) against
+    `max_absence_sources` (0: no limit). `rejected`: (table, item id) pairs some other check rejected (they do
+    not count)."""
+    # an absence sentence is one, whichever table repeats it (a QA answer or an instruction's answer may be)
+    absence = {normalise(c.text) for c in items.get("captions", ()) if is_absence("captions", c)}
     out = []
     for table, rows in items.items():
         field = TEXT_FIELD[table]
@@ -240,8 +243,8 @@ def spread_rejections(
         for item in rows:
             if (table, item.item_id) not in rejected:
                 groups[normalise(getattr(item, field))].append(item)
-        for group in groups.values():
-            limit = max_absence_sources if is_absence(table, group[0]) else max_sources
+        for text, group in groups.items():
+            limit = max_absence_sources if text in absence else max_sources
             order = sorted({sources.get(i.clip_id, i.clip_id) for i in group})
             allowed = set(order[:limit]) if limit else set(order)
             for item in group:
@@ -249,10 +252,11 @@ def spread_rejections(
                 if src in allowed:
                     out.append(_qc(table, item, "source_spread", True, None, float(len(order))))
                     continue
-                setting = "max_sources_per_absence_text" if limit == max_absence_sources else "max_sources_per_text"
+                setting = "max_sources_per_absence_text" if text in absence else "max_sources_per_text"
+                shown = ", ".join(order[:3]) + (", …" if limit > 3 else "")
                 why = (
                     f"the same {field} is kept on clips of {len(order)} source files; at most filter.{setting} = "
-                    f"{limit} keep it ({', '.join(order[:limit])})"
+                    f"{limit} keep it ({shown})"
                 )
                 out.append(_qc(table, item, "source_spread", False, why, float(len(order))))
     return _whole_sets(out)

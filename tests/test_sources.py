@@ -198,3 +198,31 @@ def test_the_build_prints_what_it_dropped_from_a_long_silent_file(tmp_path, pref
     assert main([*args, "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "silence.wav#1-119 | 119 of the file's 120 clips are silent" in out
+
+
+def test_an_absence_sentence_counts_apart_in_any_table():
+    """A QA answer that is an absence sentence ("No music is present in this audio.") is counted with them."""
+    from earmark.schemas import QAPair
+
+    clips = [f"c{i}" for i in range(5)]
+    sentence = "No music is present in this audio."
+    caps = [_caption(c, sentence, "music", prompt="absent_rule", model="rule") for c in clips]
+    qa = [
+        QAPair(
+            clip_id=c,
+            domain="000",
+            prompt_name="qa_rule",
+            prompt_sha="0" * 16,
+            model="rule",
+            confidence=0.9,
+            item_id=f"{c}:qa:0",
+            qa_index=0,
+            category="direct_perception",
+            difficulty="basic",
+            question="Is there music?",
+            answer=sentence,
+        )
+        for c in clips
+    ]
+    rows = spread_rejections({"captions": caps, "qa": qa}, {c: f"{c}.wav" for c in clips}, set(), 3, 0)
+    assert all(r.keep for r in rows)
