@@ -211,6 +211,7 @@ def test_a_build_with_its_lake_on_s3(tmp_path: Path, s3_endpoint):
         "EARMARK_CATALOG__S3_USE_SSL": "false",
         "EARMARK_CATALOG__S3_REGION": "us-east-1",
         "EARMARK_INGEST__MAX_CLIP_S": "2",
+        "EARMARK_INGEST__MAX_CLIPS_PER_SOURCE": "0",  # all 12 pieces of the one file (the default keeps 8)
     }
     data = tmp_path / "data"
     cmd = [sys.executable, "-m", "earmark.cli", "build", str(_recording(tmp_path / "in")), "-d", "onS3"]
