@@ -205,8 +205,8 @@ def same_source_rejections(
                 other, sim = hit
                 why = (
                     f"its clip's evidence repeats clip {other} of the same source file {sources[other][0]} "
-                    f"(#{sources[other][1]}; confident facts {sim:.0%} alike ≥ filter.same_source_evidence_"
-                    f"similarity): that clip's items say the same"
+                    f"(#{sources[other][1]}; the lines of their evidence notes {sim:.0%} alike ≥ "
+                    f"filter.same_source_evidence_similarity): that clip's items say the same"
                 )
                 out.append(_qc(table, item, "same_source", False, why, sim))
             else:
