@@ -19,9 +19,14 @@ export HF_HUB_OFFLINE := 1
 
 setup: system-deps $(STAMP)
 
-# espeak-ng + sox make the sample corpus's speech, ffmpeg decodes formats libsndfile cannot.
+# espeak-ng + sox make the sample corpus's speech, ffmpeg decodes formats libsndfile cannot; FFmpeg's shared
+# libraries (libavcodec, libavformat, libavutil, libswresample: Debian's ffmpeg package depends on them) are what
+# torchcodec decodes an hf export's audio with (`datasets.load_dataset`, README "Exporting").
 system-deps:
 	@missing=""; for c in espeak-ng sox ffmpeg; do command -v $$c >/dev/null || missing="$$missing $$c"; done; \
+	for l in libavcodec libavformat libavutil libswresample; do \
+	  ldconfig -p 2>/dev/null | grep -q "$$l\.so\." || /sbin/ldconfig -p 2>/dev/null | grep -q "$$l\.so\." || missing="$$missing ffmpeg"; \
+	done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing system packages:$$missing"; \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \

@@ -21,6 +21,10 @@ earmark worker --pool cpu|gpu      a process worker for the earmark-cpu / earmar
 
 build, demo, rerun and evaluate draw progress bars on stderr when it is a terminal (shards, clips/s, LLM
 requests, ETA per stage); --no-progress turns them off.
+
+Prefect: with PREFECT_API_URL set, that server is used. Without it, the commands that run flows share one local
+Prefect server per user, started by the first of them and stopped once none has used it for [prefect]
+idle_minutes (10); checks that need no Prefect (dataset name, inputs, dataset and version) come first.
 """
 
 from __future__ import annotations
@@ -337,7 +341,9 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int)
     s.set_defaults(fn=cmd_llm_serve)
 
-    sv = sub.add_parser("server", help="run a Prefect server + UI on loopback, set up for earmark (foreground)")
+    sv = sub.add_parser(
+        "server", help="run a Prefect server + UI on loopback, set up for earmark (foreground); the UI uses --port"
+    )
     _common(sv)
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=4200)
@@ -400,6 +406,7 @@ def _versions_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from earmark.flows.local_server import LocalServerError
     from earmark.llm import LLMEndpointError, LLMServerError, ModelNotAvailable
     from earmark.storage import LegacyCatalogError
     from earmark.storage.lake import LakeSetupError
@@ -421,6 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, FileNotFoundError, ValueError, ModelNotAvailable, LegacyCatalogError, LakeSetupError) as exc:
         print(f"earmark: error: {exc}", file=sys.stderr)
         return 2
+    except LocalServerError as exc:
+        print(f"earmark: error: {exc}", file=sys.stderr)
+        return 1
     except (LLMEndpointError, LLMServerError) as exc:
         print(
             f"earmark: error: the LLM endpoint failed: {exc}\n(check --llm-endpoint / [llm] in the config; "

@@ -43,7 +43,7 @@ def _print_table(cat, title: str, sql: str) -> None:
     rows = cat.query(sql)
     print(f"\n{title}\n  $ {sql}")
     for row in rows:
-        print("   ", " | ".join("" if v is None else str(v) for v in row))
+        print("   ", " | ".join(map(cell, row)))
     if not rows:
         print("    (no rows)")
 
@@ -73,7 +73,7 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
     _print_table(cat, "Clips per domain:", "SELECT domain, count(*) AS clips FROM domain GROUP BY 1 ORDER BY 1")
     _print_table(
         cat,
-        "Captions per clip (6 kinds x 3 references):",
+        "Captions per clip (at most 6 kinds x 3 references; a kind without confident facts has none, see rejections):",
         "SELECT n, count(*) AS clips FROM (SELECT clip_id, count(*) AS n FROM captions GROUP BY 1) GROUP BY 1 ORDER BY 1",
     )
     _print_table(
@@ -118,15 +118,37 @@ def _preflight(cfg: Config) -> None:
     build_experts(cfg.analyze)
 
 
+def _prefect(cfg: Config, *flows: str) -> Any:
+    """Prefect for a command that runs flows (a context manager): the configured API, else the local server
+    (earmark.flows.local_server), started now if none runs; `flows` are imported meanwhile. Every check that
+    needs no Prefect comes before it."""
+    from earmark.flows.local_server import prefect_api
+
+    def starting(home: Path) -> None:
+        print(
+            f"earmark: starting the local Prefect server (later commands reuse it; it stops after "
+            f"{cfg.prefect.idle_minutes:g} idle minutes; log {home / 'server.log'})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return prefect_api(cfg, preload=flows, on_start=starting)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
-    from earmark.flows.build import run_build
+    from earmark.config import check_build
     from earmark.stages.ingest import discover
+    from earmark.storage.catalog import check_dataset_name
 
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs])
+    check_dataset_name(cfg.dataset)
+    check_build(cfg, args.until)
     if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs))}")
     _preflight(cfg)
-    with _bars(args):
+    with _prefect(cfg, "earmark.flows.build"), _bars(args):
+        from earmark.flows.build import run_build
+
         result = run_build(cfg, args.until)
     summarize(cfg, result)
     return 0
@@ -134,9 +156,10 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from earmark.corpus import generate_corpus, load_manifest
-    from earmark.flows.build import run_build
+    from earmark.storage.catalog import check_dataset_name
 
     cfg = _config(args, "demo")
+    check_dataset_name(cfg.dataset)
     _preflight(cfg)
     corpus_dir = cfg.data_root / f"{cfg.dataset}-input"
     t0 = time.perf_counter()
@@ -152,7 +175,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         stamp.write_text(json.dumps(params))
         print(f"sample corpus: {len(items)} files in {corpus_dir} ({time.perf_counter() - t0:.1f} s)")
     cfg = cfg.model_copy(update={"inputs": [corpus_dir]})
-    with _bars(args):
+    with _prefect(cfg, "earmark.flows.build"), _bars(args):
+        from earmark.flows.build import run_build
+
         result = run_build(cfg)
     summarize(cfg, result)
     print(f"\ntotal demo wall time {time.perf_counter() - t0:.1f} s")
@@ -160,14 +185,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from earmark.flows.rerun import run_rerun
+    from earmark.stages.rerun import check_rerun
+    from earmark.storage import open_catalog
 
     overrides: dict[str, Any] = {}
     if args.prompt_dir:
         overrides["synthesize.prompt_dir"] = str(args.prompt_dir)
     cfg = _config(args, "default", **overrides)
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items else None
-    with _bars(args):
+    check_rerun(open_catalog(cfg, create=False), args.stage, items, args.version, cfg.synthesize.items)
+    with _prefect(cfg, "earmark.flows.rerun"), _bars(args):
+        from earmark.flows.rerun import run_rerun
+
         out = run_rerun(cfg, args.stage, items, args.version)
     llm = out.get("llm") or {}
     print(out["diff_markdown"])
@@ -179,17 +208,25 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from earmark.flows.evaluate import evaluate_flow
+    from earmark.stages.evaluate import parse_metrics
+    from earmark.stages.versions import resolve_version
+    from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
-    with _bars(args):
+    version = resolve_version(open_catalog(cfg, create=False), args.version)  # the dataset and version exist
+    parse_metrics(args.metric)
+    if args.predictions is not None and not args.predictions.exists():
+        raise FileNotFoundError(f"predictions {args.predictions} not found")
+    with _prefect(cfg, "earmark.flows.evaluate"), _bars(args):
+        from earmark.flows.evaluate import evaluate_flow
+
         out = evaluate_flow.with_options(flow_run_name=f"evaluate · {cfg.dataset}")(
             cfg,
             args.predictions,
             args.subtask,
             args.model_name,
-            args.version,
+            version,
             args.metric,
             args.device,
             endpoint=args.endpoint,
@@ -260,9 +297,15 @@ def cmd_review(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "default")
     if args.review_command == "import":
-        from earmark.flows.review import review_import_flow
+        from earmark.stages.versions import resolve_version
 
-        out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
+        resolve_version(open_catalog(cfg, create=False), args.version)  # the dataset and version exist
+        if not args.sheet.is_file():
+            raise FileNotFoundError(f"review sheet {args.sheet} not found")
+        with _prefect(cfg, "earmark.flows.review"):
+            from earmark.flows.review import review_import_flow
+
+            out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)
         print(
             f"{out['decisions']} decisions stored; version {out['version']} "
             f"({'new' if out['created'] else 'unchanged'}), exports in {out['exports']}"
@@ -315,6 +358,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             f"  {counts['skipped_clips']} clip(s) left out: the Audio Entailment CSV needs an entailment, a neutral and "
             "a contradiction hypothesis per clip that every QC check kept"
         )
+    if fallbacks := {k.removeprefix("text_"): n for k, n in counts.items() if k.startswith("text_")}:
+        print(
+            "  "
+            + ", ".join(f"{n} of {counts['cuts']} cuts have a {kind} caption" for kind, n in fallbacks.items())
+            + " as their supervision text (no long caption was kept; custom['text_kind'] says which)"
+        )
     if token:
         url = push(args.out, args.push, token, f"earmark export {cfg.dataset} {version} ({args.format})")
         print(f"uploaded to https://huggingface.co/datasets/{args.push} ({url})")
@@ -340,8 +389,21 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise ValueError(sql_error(exc, cfg.dataset)) from None
     print(" | ".join(cols))
     for row in rows:
-        print(" | ".join("" if v is None else str(v) for v in row))
+        print(" | ".join(map(cell, row)))
     return 0
+
+
+def cell(value: Any) -> str:
+    """A query result's value as one line of text; binary values (a clip's `audio_flac`) as their kind and size,
+    never their bytes: `<FLAC 123 kB>`."""
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        kind = {b"fLaC": "FLAC", b"RIFF": "WAV", b"OggS": "Ogg"}.get(data[:4], "binary")
+        size = f"{len(data) / 1000:.0f} kB" if len(data) >= 1000 else f"{len(data)} B"
+        return f"<{kind} {size}>"
+    return str(value)
 
 
 def sql_error(exc: Exception, dataset: str) -> str:
@@ -395,11 +457,12 @@ def _prefect_env(home: Path) -> dict[str, str]:
     return env
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float = 120.0) -> None:
-    """Until `url`/health answers 200; raises when the server process exits or time runs out."""
+def wait_healthy(url: str, proc: subprocess.Popen | None = None, timeout_s: float | None = 120.0) -> None:
+    """Until `url`/health answers 200; raises when the server process exits or time runs out (`timeout_s` None,
+    with a `proc`: as long as the process lives — a start on a busy machine takes what it takes)."""
     import httpx
 
-    deadline = time.monotonic() + timeout_s
+    deadline = time.monotonic() + timeout_s if timeout_s is not None else float("inf")
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"the Prefect server exited with status {proc.returncode} before answering")
@@ -443,9 +506,13 @@ def cmd_server(args: argparse.Namespace) -> int:
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", args.host, "--port", str(args.port)]
     log = (home / "server.log").open("ab")
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
-    proc = subprocess.Popen(cmd, env=_prefect_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # The UI asks the server for the API's address (/ui-settings), which Prefect derives from its API host and port
+    # settings, not from `--port`: without these a UI on --port 4299 called 4200.
+    env = {**_prefect_env(home), "PREFECT_SERVER_API_HOST": args.host, "PREFECT_SERVER_API_PORT": str(args.port)}
+    env.setdefault("PREFECT_UI_API_URL", url)
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_healthy(url, proc)
+        wait_healthy(url, proc, timeout_s=None)
         setup = setup_server(cfg, url)
         print(f"Prefect server and UI at http://{args.host}:{args.port} (database and log under {home})")
         print(
@@ -625,9 +692,14 @@ def cmd_view(args: argparse.Namespace) -> int:
     server = make_server(ViewApp(cfg, cat, version), args.host, args.port)
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in str(host) else host
-    print(f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  (Ctrl-C stops it)")
     try:
-        server.serve_forever()
+        with _prefect(cfg, "earmark.flows.review"):  # a review's writes run flows
+            print(
+                f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  "
+                "(Ctrl-C stops it)",
+                flush=True,
+            )
+            server.serve_forever()
     except KeyboardInterrupt:
         print("earmark view: stopped")
     finally:

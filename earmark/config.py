@@ -34,6 +34,12 @@ class IngestSection(Section):
     min_clip_s: float = Field(1.0, ge=0.1)
     max_file_s: float = Field(4 * 3600.0, gt=0)
     allowed_roots: list[Path] = []
+    # One source file cannot flood a benchmark (stages/sources.py): of its clips, the silent ones after the first
+    # and those whose audio repeats an earlier kept clip (similarity ≥ near_duplicate_similarity) are dropped, then
+    # at most max_clips_per_source are kept, spread over the file (0: no cap); a quarantine row says what went.
+    max_clips_per_source: int = Field(8, ge=0)
+    near_duplicate_similarity: float = Field(0.9, gt=0, le=1)
+    silence_dbfs: float = Field(-60.0, le=0)
 
     @field_validator("allowed_roots")
     @classmethod
@@ -210,6 +216,13 @@ class FilterSection(Section):
     margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5)
     clap_model: str = "laion/clap-htsat-unfused"
     sbert: str | None = None  # sentence-embedding model (see metrics.similarity.resolve_sbert); None → auto
+    # One source file cannot flood a benchmark (stages/sources.py): items of a clip whose rendered evidence repeats
+    # an earlier clip of the same file (line overlap ≥ same_source_evidence_similarity) are rejected; a text kept on
+    # clips of more than max_sources_per_text source files is rejected on the others; rule-written absence
+    # sentences count apart, against max_sources_per_absence_text. 0: no limit.
+    same_source_evidence_similarity: float = Field(0.85, gt=0, le=1)
+    max_sources_per_text: int = Field(3, ge=0)
+    max_sources_per_absence_text: int = Field(0, ge=0)
 
 
 class ReviewSection(Section):
@@ -250,6 +263,17 @@ class RunSection(Section):
     lease_wait_s: float = Field(0.0, ge=0.0)
 
 
+class PrefectSection(Section):
+    """The local Prefect server the CLI uses when no Prefect API is configured (`PREFECT_API_URL` unset; with it,
+    that server is used and these settings do nothing): one per user and installation, started by the first
+    command that runs a flow, reused by later ones, and stopped once no command has used it for `idle_minutes`
+    (earmark/flows/local_server.py). `home`: its folder (database, log, locks); default
+    ~/.cache/earmark/prefect/<prefect version>-<installation>."""
+
+    home: Path | None = None
+    idle_minutes: float = Field(10.0, gt=0, le=7 * 24 * 60)
+
+
 class Config(BaseSettings):
     model_config = SettingsConfigDict(extra="forbid", env_prefix="EARMARK_", env_nested_delimiter="__")
 
@@ -265,6 +289,7 @@ class Config(BaseSettings):
     filter: FilterSection = FilterSection()
     review: ReviewSection = ReviewSection()
     run: RunSection = RunSection()
+    prefect: PrefectSection = PrefectSection()
 
     @classmethod
     def settings_customise_sources(
@@ -280,6 +305,22 @@ class Config(BaseSettings):
 
 class ConfigError(Exception):
     pass
+
+
+BUILD_STAGES = ("ingest", "analyze", "synthesize", "filter", "publish")
+
+
+def check_build(cfg: Config, until: str) -> int:
+    """The index of `until` in BUILD_STAGES, or a ValueError for a build that cannot run as configured."""
+    if until not in BUILD_STAGES:
+        raise ValueError(f"--until must be one of {', '.join(BUILD_STAGES)}, got {until!r}")
+    stop = BUILD_STAGES.index(until)
+    if cfg.analyze.only and stop >= 2:
+        raise ValueError(
+            f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
+            "use --until analyze with a subset of experts, or drop --experts"
+        )
+    return stop
 
 
 class _TomlSource(PydanticBaseSettingsSource):

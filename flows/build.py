@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.task_runners import TaskRunner
 
-from earmark.config import Config
+from earmark.config import Config, check_build
 from earmark.flows.analyze import analyze_flow
 from earmark.flows.common import (
     ShardStream,
@@ -45,8 +45,6 @@ from earmark.stages.rerun import filter_inputs
 from earmark.storage import Catalog
 from earmark.storage.shards import remove_stale_temp_files
 
-STAGES = ("ingest", "analyze", "synthesize", "filter", "publish")
-
 
 def _count(res: StageResult) -> dict[str, int]:
     return {"computed": res.computed, "skipped": res.skipped}
@@ -56,14 +54,7 @@ def _count(res: StageResult) -> dict[str, int]:
 def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     """Every stage up to `until`, then a version of the tables made so far (`until="analyze"`: the expert
     annotations only, no LLM)."""
-    if until not in STAGES:
-        raise ValueError(f"--until must be one of {', '.join(STAGES)}, got {until!r}")
-    stop = STAGES.index(until)
-    if cfg.analyze.only and stop >= 2:
-        raise ValueError(
-            f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
-            "use --until analyze with a subset of experts, or drop --experts"
-        )
+    stop = check_build(cfg, until)
     load_api_key(cfg)
     if stop >= 2 and (checked := preflight(cfg.llm)):  # a configured endpoint that is down fails now, not after analyze
         get_run_logger().info("preflight: %s", checked)

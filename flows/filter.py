@@ -37,11 +37,15 @@ def filter_flow(
     ]
     clips = clip_counts(cfg, [(inputs.get("clips") or [""])[0] for inputs in shard_inputs])
     result = StageResult(collect(cfg, "filter", futures, items=clips))
-    if result.refs:  # one cross-shard job: the same text on clips with different evidence
+    if result.refs:  # one cross-shard job, after every shard's verdicts: repeated texts, spread, premises
         keys = {
-            t: sorted({k for inputs in shard_inputs for k in inputs.get(t, [])}) for t in (*ITEM_TABLES, "evidence")
+            t: sorted({k for inputs in shard_inputs for k in inputs.get(t, [])})
+            for t in (*ITEM_TABLES, "evidence", "clips")
         }
-        job = ShardJob(qc_stage.DUPLICATES, qc_stage.run_duplicates, inputs=keys, label="all-shards")
+        keys["qc"] = sorted(ref.key for ref in result.refs)
+        job = ShardJob(
+            qc_stage.duplicates_spec(cfg), partial(qc_stage.run_duplicates, cfg), inputs=keys, label="all-shards"
+        )
         result.refs.append(submit(cfg, job, run_id).result())
     if result.refs:
         cat = open_catalog(cfg)

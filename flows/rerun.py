@@ -41,28 +41,15 @@ from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.synthesize import synthesize_flow
 from earmark.llm.session import preflight
-from earmark.schemas import ITEM_TABLES
-from earmark.stages.rerun import STAGES, filter_inputs, version_graph, version_tables
+from earmark.stages.rerun import check_rerun, filter_inputs, version_graph, version_tables
 from earmark.stages.versions import rerun_label
 from earmark.storage.diff import diff_markdown, version_diff
 
 
 @flow(name="rerun", log_prints=True)
 def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
-    if stage not in STAGES:
-        raise ValueError(
-            f"unknown stage {stage!r}; re-run one of {', '.join(STAGES)} (ingest needs the audio: use `earmark build`)"
-        )
     cat = open_catalog(cfg)
-    base = version or cat.latest_version()
-    if base is None or base not in cat.versions():
-        raise ValueError(f"dataset {cfg.dataset!r} has no version {base!r} to re-run from; run `earmark build` first")
-    items = list(items or cfg.synthesize.items)
-    bad = set(items) - set(ITEM_TABLES)
-    if bad:
-        raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEM_TABLES)}")
-    if stage != "synthesize" and items != list(cfg.synthesize.items):
-        raise ValueError("--items only applies to --stage synthesize")
+    base, items = check_rerun(cat, stage, items, version, cfg.synthesize.items)
     load_api_key(cfg)
     if stage in ("analyze", "synthesize") and (checked := preflight(cfg.llm)):  # fail before analyze, not after
         get_run_logger().info("preflight: %s", checked)

@@ -180,3 +180,21 @@ def duplicate_items(items: Mapping[str, Sequence[Any]], evidence: Mapping[str, C
                     why = f"{why} (written by rule from facts those clips share: kept)"
                 out.append(_qc(table, item, "duplicate_across_clips", not dup or by_rule, why, float(len(clips))))
     return out
+
+
+def premise_rejections(
+    entailment: Sequence[Any], captions: Sequence[Any], rejected: set[tuple[str, str]]
+) -> list[QCResult]:
+    """Check `premise`: an entailment hypothesis ships only with a premise that is the text of a caption of its
+    clip every check kept (the premise is chosen at synthesis, before QC judges the captions; a rejected long
+    caption must not reach an export as a premise). `rejected`: (table, item id) of every rejection so far."""
+    kept: dict[str, set[str]] = defaultdict(set)
+    for c in captions:
+        if ("captions", c.item_id) not in rejected:
+            kept[c.clip_id].add(normalise(c.text))
+    out = []
+    for h in entailment:
+        ok = normalise(h.premise) in kept[h.clip_id]
+        why = None if ok else f"its premise, the clip's {h.premise_kind} caption, is not one QC kept"
+        out.append(_qc("entailment", h, "premise", ok, why, None))
+    return out

@@ -81,6 +81,13 @@ class Inputs:
                 self._records[table] = from_table(TABLES[table], self.cat.read(table, keys))
         return self._records[table]
 
+    def values(self, table: str, *columns: str) -> list[tuple]:
+        """Only these columns of a table's rows (e.g. the clips' source paths without their audio)."""
+        if table in self._records or self.cat is None or not self.keys.get(table):
+            return [tuple(getattr(r, c) for c in columns) for r in self(table)]
+        data = self.cat.read(table, self.keys[table], columns).to_pydict()
+        return list(zip(*(data[c] for c in columns)))
+
     def tables(self) -> list[str]:
         return sorted(set(self.keys) | set(self._records))
 

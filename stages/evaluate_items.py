@@ -31,7 +31,7 @@ from earmark.metrics.entailment import LABELS, entailment_scores, parse_label
 from earmark.metrics.ifeval import audiobench_verdict, ifeval_scores, parse_judge_rating, row_dimension
 from earmark.prompts import Prompt, load_prompt
 from earmark.schemas.outcomes import Score
-from earmark.stages.publish import kept_items
+from earmark.stages.formats import kept_entailment, kept_items
 from earmark.stages.synthesis.replies import reply_schema
 from earmark.storage import Catalog
 
@@ -80,7 +80,7 @@ class ItemResult:
 def entailment_items(cat: Catalog, version: str) -> list[EntailmentItem]:
     rows = cat.query(
         f"SELECT item_id, clip_id, hypothesis, label FROM {version}.entailment "
-        f"WHERE item_id IN {kept_items(version)} ORDER BY item_id"
+        f"WHERE item_id IN {kept_entailment(version)} ORDER BY item_id"
     )
     return [EntailmentItem(*r) for r in rows]
 

@@ -180,7 +180,8 @@ def hf_configs(cat: Catalog, version: str) -> list[Config]:
 
     def rows(table: str, cols: Iterable[str], order: str) -> list[dict[str, Any]]:
         cols = list(cols)
-        got = cat.query(f"SELECT {', '.join(cols)} FROM {v}.{table} WHERE item_id IN {kept} ORDER BY {order}")
+        ids = formats.kept_entailment(v) if table == "entailment" else kept  # a premise must be kept text too
+        got = cat.query(f"SELECT {', '.join(cols)} FROM {v}.{table} WHERE item_id IN {ids} ORDER BY {order}")
         return [dict(zip(cols, r)) for r in got]
 
     ent = [{**r, "label": _LABELS.index(r["label"])} for r in rows("entailment", ent_cols, "clip_id, item_id")]

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from earmark.config import Config
 from earmark.prompts import load_phrases, request_sha
 from earmark.schemas import ITEM_TABLES
-from earmark.stages.audit import audit_items, duplicate_items
+from earmark.stages.audit import audit_items, duplicate_items, premise_rejections
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.budget import fact_budget
 from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, decode_clip, margin_checks, require_clap, threshold
 from earmark.stages.qc import STAGE_VERSION, ClipContext, run_checks
+from earmark.stages.sources import evidence_signature, same_source_rejections, spread_rejections
 
 READS = (*ITEM_TABLES, "rejections", "evidence", "clips", "asr", "asr_check")
 
@@ -43,6 +44,7 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
         "claim_audit": f.claim_audit,
         "fact_budget": f.fact_budget if f.claim_audit else 0,
         "min_confidence": cfg.evidence.min_confidence,
+        "same_source": f.same_source_evidence_similarity,
     }
     return StageSpec(
         "filter",
@@ -68,6 +70,9 @@ def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str,
         for c in inputs("asr_check")
     }
     embed = embedder() if items["entailment"] or f.margin_backend == "evidence" else None
+    phrases = load_phrases("evidence", cfg.synthesize.prompt_dir)
+    evidence = {e.clip_id: e for e in inputs("evidence")}
+    signatures = {c: evidence_signature(ev, phrases, cfg.evidence.min_confidence) for c, ev in evidence.items()}
     rows = run_checks(
         items["captions"],
         items["qa"],
@@ -87,22 +92,40 @@ def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str,
                 require_clap(f.clap_model, cfg.analyze.models_dir), audio, sr, device=cfg.analyze.device
             )
         else:
-            evidence = {e.clip_id: e for e in inputs("evidence")}
-            backend = EvidenceSbertBackend(evidence, embed, load_phrases("evidence", cfg.synthesize.prompt_dir))
+            backend = EvidenceSbertBackend(evidence, embed, phrases)
         rows += margin_checks(items["captions"], backend, f)
+    sources = {c: (src, i) for c, src, i in inputs.values("clips", "clip_id", "source_path", "clip_index")}
+    rows += same_source_rejections(items, sources, signatures, f.same_source_evidence_similarity)
     claims: list = []
     if f.claim_audit:
-        evidence = {e.clip_id: e for e in inputs("evidence")}
         audited, claims = audit_items(items, evidence, cfg.evidence.min_confidence)
         rows += audited
         rows += fact_budget(items, claims, rows, f.fact_budget)  # needs the audit's supporting facts
     return {"qc": rows, "claims": claims}
 
 
-DUPLICATES = StageSpec("filter:duplicates", STAGE_VERSION, writes=("qc",), reads=(*ITEM_TABLES, "evidence"))
+def duplicates_spec(cfg: Config) -> StageSpec:
+    """The cross-shard stage; it also reads the per-shard verdicts (`qc`), which decide what counts as kept."""
+    f = cfg.filter
+    return StageSpec(
+        "filter:duplicates",
+        STAGE_VERSION,
+        writes=("qc",),
+        reads=(*ITEM_TABLES, "evidence", "clips", "qc"),
+        config={"spread": [f.max_sources_per_text, f.max_sources_per_absence_text]},
+    )
 
 
-def run_duplicates(inputs: Inputs) -> dict[str, list]:
-    """The cross-shard stage: items whose text repeats on clips with different evidence."""
+def run_duplicates(cfg: Config, inputs: Inputs) -> dict[str, list]:
+    """The cross-shard stage, after every per-shard check: items whose text repeats on clips with different
+    evidence (`duplicate_across_clips`), a text kept on too many source files (`source_spread`), and entailment
+    hypotheses whose premise is not a caption every check kept (`premise`)."""
+    items = {t: inputs(t) for t in ITEM_TABLES}
     evidence = {e.clip_id: e for e in inputs("evidence")}
-    return {"qc": duplicate_items({t: inputs(t) for t in ITEM_TABLES}, evidence)}
+    rows = duplicate_items(items, evidence)
+    rejected = {(r.item_table, r.item_id) for r in (*inputs("qc"), *rows) if not r.keep}
+    sources = dict(inputs.values("clips", "clip_id", "source_path"))
+    f = cfg.filter
+    spread = spread_rejections(items, sources, rejected, f.max_sources_per_text, f.max_sources_per_absence_text)
+    rejected |= {(r.item_table, r.item_id) for r in spread if not r.keep}
+    return {"qc": [*rows, *spread, *premise_rejections(items["entailment"], items["captions"], rejected)]}

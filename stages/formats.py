@@ -1,6 +1,7 @@
 """A version's kept items in the shapes of the benchmarks they reproduce (what publish and `earmark export` write).
 
-Only items that every QC check of the version kept (`kept_items`) leave the catalog. The shapes follow the
+Only items that every QC check of the version kept (`kept_items`) leave the catalog, and an entailment
+hypothesis only with a premise that is itself a kept caption (`kept_entailment`). The shapes follow the
 originals, checked against them:
 - Audio Entailment (microsoft/AudioEntailment, data/CLE/*.csv and data/ACE/*.csv): one row per clip with the
   columns `Prompt, Dataset, Audio file, Caption, Entailment, Neutral, Contradiction, Full response`; ESPnet's
@@ -12,7 +13,8 @@ originals, checked against them:
   `answer`, `instruction_type`, `rule`, `rule_content`, all text but the audio; `instruction_type` spells the
   dimension out as AudioBench's scorer groups it ("Symbol Rules", "List and Structure Requirements", …).
 - lhotse: a CutSet of MonoCuts (one per clip), each with its Recording and one SupervisionSegment whose text
-  is the clip's long caption and whose `custom` holds every kept caption by kind and the domain.
+  is the clip's first kept long caption — else its first kept reference of another kind, named in `custom`
+  (`text_kind`) and counted — and whose `custom` holds every kept caption by kind and the domain.
 """
 
 from __future__ import annotations
@@ -60,6 +62,17 @@ def kept_items(version: str) -> str:
     return _KEPT.format(v=version_name(version))
 
 
+def kept_entailment(version: str) -> str:
+    """SQL subquery of the kept entailment hypotheses whose premise is the text of a kept caption of their clip.
+    QC's `premise` check rejects the others in versions built since it exists; this keeps an older version's
+    rejected premises out of exports as well."""
+    v, kept = version_name(version), kept_items(version)
+    return (
+        f"(SELECT e.item_id FROM {v}.entailment e WHERE e.item_id IN {kept} AND EXISTS (SELECT 1 FROM {v}.captions c "
+        f"WHERE c.clip_id = e.clip_id AND c.text = e.premise AND c.item_id IN {kept}))"
+    )
+
+
 def clip_audio(cat: Catalog, version: str, ids: Sequence[str], batch: int = 64) -> Iterator[tuple[str, bytes]]:
     """(clip_id, FLAC bytes) of the clips, read lazily in batches (a version's audio never sits in memory)."""
     ids = sorted(ids)
@@ -87,7 +100,7 @@ def entailment_rows(cat: Catalog, version: str) -> tuple[list[dict[str, str]], l
     v = version_name(version)
     rows = cat.query(
         f"SELECT clip_id, label, hypothesis, premise, prompt_name, prompt_sha FROM {v}.entailment "
-        f"WHERE item_id IN {kept_items(v)} ORDER BY clip_id, item_id"
+        f"WHERE item_id IN {kept_entailment(v)} ORDER BY clip_id, item_id"
     )
     by_clip: dict[str, dict[str, Any]] = {}
     for clip_id, label, hypothesis, premise, prompt_name, prompt_sha in rows:
@@ -159,12 +172,19 @@ def caption_sets(cat: Catalog, version: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def text_of(captions: dict[str, list[str]]) -> tuple[str | None, str | None]:
+    """(kind, text) of a cut's supervision: the first kept long caption, else the first kept reference of the
+    other kinds in MECAT's order (short, speech, music, sound, environment); the export counts the cuts whose
+    text is not a long caption, and `earmark export` says how many."""
+    return next(((kind, refs[0]) for kind in ("long", *CAPTION_KINDS) if (refs := captions.get(kind))), (None, None))
+
+
 def lhotse_cut(clip_id: str, audio_path: Path, flac: bytes, entry: dict[str, Any]) -> dict[str, Any]:
     """One MonoCut as lhotse serialises it (`MonoCut.to_dict()`), written without importing lhotse."""
     info = sf.info(io.BytesIO(flac))
     duration = info.frames / info.samplerate
     caps = entry["captions"]
-    text = next((refs[0] for kind in ("long", *CAPTION_KINDS) if (refs := caps.get(kind))), None)
+    kind, text = text_of(caps)
     recording = {
         "id": clip_id,
         "sources": [{"type": "file", "channels": [0], "source": str(audio_path)}],
@@ -181,7 +201,7 @@ def lhotse_cut(clip_id: str, audio_path: Path, flac: bytes, entry: dict[str, Any
         "channel": 0,
         "text": text,
         "language": "English",
-        "custom": {"domain": entry["domain"], "captions": caps},
+        "custom": {"domain": entry["domain"], "captions": caps, "text_kind": kind},
     }
     return {
         "id": clip_id,
@@ -210,7 +230,13 @@ def export_lhotse(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
         lines["supervisions"].extend(json.dumps(s, ensure_ascii=False) for s in cut["supervisions"])
     for name, rows in lines.items():
         (out_dir / f"{name}.jsonl").write_text("".join(f"{r}\n" for r in rows))
+    fallbacks: dict[str, int] = {}
+    for entry in sets.values():
+        kind = text_of(entry["captions"])[0]
+        if kind != "long":
+            fallbacks[str(kind)] = fallbacks.get(str(kind), 0) + 1
     return {
         "cuts": len(lines["cuts"]),
         "caption_refs": sum(len(r) for e in sets.values() for r in e["captions"].values()),
+        **{f"text_{kind}": n for kind, n in sorted(fallbacks.items())},
     }

@@ -31,6 +31,7 @@ from earmark.stages.ingest_checks import (
     truncated_wav,
     wav_sample_rate,
 )
+from earmark.stages.sources import drop_reasons, plan_source
 from earmark.storage.paths import within_any
 
 AUDIO_SUFFIXES = {
@@ -49,13 +50,19 @@ AUDIO_SUFFIXES = {
     ".webm",
     ".mka",
 }
-STAGE_VERSION = "1"
+STAGE_VERSION = "2"  # 2: silent, repeating and surplus clips of one source file dropped (stages/sources.py)
 REEXPORT_HEADER = "re-export the file from its source; its header is damaged"
 
 
 def spec(cfg: IngestSection) -> StageSpec:
     """Every ingest setting changes what is cut (files_per_shard only groups files, so it is left out)."""
-    config = {"sr": SAMPLE_RATE, "max": cfg.max_clip_s, "min": cfg.min_clip_s, "maxfile": cfg.max_file_s}
+    config = {
+        "sr": SAMPLE_RATE,
+        "max": cfg.max_clip_s,
+        "min": cfg.min_clip_s,
+        "maxfile": cfg.max_file_s,
+        "per_source": [cfg.max_clips_per_source, cfg.near_duplicate_similarity, cfg.silence_dbfs],
+    }
     if cfg.allowed_roots:  # only when set, so datasets built without roots keep their shard keys
         config["roots"] = sorted(map(str, cfg.allowed_roots))
     return StageSpec("ingest", STAGE_VERSION, writes=("clips", "quarantine"), config=config)
@@ -310,9 +317,19 @@ def ingest_file(
                 fix="nothing to do unless that tail matters; then lower ingest.min_clip_s",
             )
         )
+    kept, drops = plan_source(
+        [piece for _, piece in pieces], cfg.max_clips_per_source, cfg.near_duplicate_similarity, cfg.silence_dbfs
+    )
+    for clips_dropped, reason, fix in drop_reasons(drops, kept, len(pieces), cfg):
+        quarantine.append(
+            QuarantineRow(
+                source_path=f"{shown}#{clips_dropped}", source_sha256=sha, stage="ingest", reason=reason, fix=fix
+            )
+        )
     fmt = path.suffix.lower().lstrip(".")
     clips = []
-    for index, (offset, piece) in enumerate(pieces):
+    for index in kept:
+        offset, piece = pieces[index]
         pcm16 = np.clip(np.round(piece * 32767.0), -32768, 32767).astype(np.int16)
         clip_id = hashlib.sha256(pcm16.tobytes()).hexdigest()[:20]
         clips.append(

@@ -14,6 +14,33 @@ from earmark.schemas import ITEM_TABLES
 from earmark.storage import Catalog, ShardRef
 
 STAGES = ("analyze", "synthesize", "filter")
+
+
+def check_rerun(
+    cat: Catalog, stage: str, items: Sequence[str] | None, version: str | None, configured: Sequence[str]
+) -> tuple[str, list[str]]:
+    """The base version and item types of a re-run, or a ValueError saying what is wrong with the request
+    (no Prefect needed: the CLI checks before it starts any)."""
+    if stage not in STAGES:
+        raise ValueError(
+            f"unknown stage {stage!r}; re-run one of {', '.join(STAGES)} (ingest needs the audio: use `earmark build`)"
+        )
+    versions = cat.versions()
+    base = version or (versions[-1] if versions else None)
+    if base is None or base not in versions:
+        raise ValueError(
+            f"dataset {cat.dataset!r} has no version {base!r} to re-run from (versions: {', '.join(versions) or 'none'});"
+            " run `earmark build` first"
+        )
+    chosen = list(items or configured)
+    bad = set(chosen) - set(ITEM_TABLES)
+    if bad:
+        raise ValueError(f"unknown item type(s) {', '.join(sorted(bad))}; use {', '.join(ITEM_TABLES)}")
+    if stage != "synthesize" and chosen != list(configured):
+        raise ValueError("--items only applies to --stage synthesize")
+    return base, chosen
+
+
 NOT_EXPERTS = {
     "clips",
     "quarantine",

@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,10 +30,10 @@ from earmark.schemas import ITEM_TABLES, TABLES, from_table
 from earmark.schemas.outcomes import QCResult, ReviewDecision
 from earmark.schemas.records import Record
 from earmark.stages.base import StageSpec
-from earmark.stages.qc import check_ifeval_answer
+from earmark.stages.qc import check_ifeval_answer, normalise
 from earmark.storage import Catalog
 
-REVIEW_VERSION = "1"
+REVIEW_VERSION = "2"  # 2: hypotheses whose premise caption a person rejected or rewrote are rejected
 CHECK = "human_review"
 REWRITE_SUFFIX = "~rev"
 # The field a rewrite replaces, and the fields shown to the reviewer as context.
@@ -287,7 +288,31 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
                     score=score,
                 )
             )
-    return Overlay(qc, new, counts)
+    return Overlay(qc + _orphaned_premises(qc, by_key), new, counts)
+
+
+def _orphaned_premises(decided: Sequence[QCResult], by_key: Mapping[tuple[str, str], Record]) -> list[QCResult]:
+    """Check `premise_review`: entailment hypotheses whose premise is a caption a person rejected or rewrote (a
+    premise must be text that was kept; see stages/audit.py `premise_rejections`)."""
+    gone: dict[str, dict[str, str]] = defaultdict(dict)  # clip → normalised caption text → its item id
+    for r in decided:
+        if r.item_table == "captions" and not r.keep and (caption := by_key.get(("captions", r.item_id))):
+            gone[r.clip_id][normalise(caption.text)] = r.item_id  # type: ignore[attr-defined]
+    out = []
+    for (table, _), item in by_key.items():
+        if table == "entailment" and (cid := gone.get(item.clip_id, {}).get(normalise(item.premise))):  # type: ignore[attr-defined]
+            out.append(
+                QCResult(
+                    item_table=table,
+                    item_id=item.item_id,  # type: ignore[attr-defined]
+                    clip_id=item.clip_id,  # type: ignore[attr-defined]
+                    check="premise_review",
+                    keep=False,
+                    reason=f"its premise, caption {cid}, was rejected or rewritten in review",
+                    score=0.0,
+                )
+            )
+    return out
 
 
 def _qc(table: str, iid: str, clip: str, keep: bool, reason: str) -> QCResult:

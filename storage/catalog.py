@@ -100,6 +100,15 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
+def check_dataset_name(dataset: str) -> str:
+    """`dataset` when it is a name a dataset may have (one plain path component), else a ValueError saying so."""
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", dataset):
+        raise ValueError(
+            f"dataset name {dataset!r}: use 1-64 letters, digits, '_', '-', '.', starting with a letter or digit"
+        )
+    return dataset
+
+
 class Catalog:
     def __init__(
         self,
@@ -113,10 +122,7 @@ class Catalog:
         create: bool = True,
         _migrating: bool = False,
     ):
-        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", dataset):
-            raise ValueError(
-                f"dataset name {dataset!r}: use 1-64 letters, digits, '_', '-', '.', starting with a letter or digit"
-            )
+        check_dataset_name(dataset)
         self.root = Path(data_root).resolve() / dataset  # the name is checked above: one plain component
         if (
             not create
@@ -314,11 +320,12 @@ class Catalog:
         self._transaction(register)
         return ShardRef(key=key, tables=tuple(tables), rows=sum(f.rows for f in files.values()))
 
-    def read(self, table: str, keys: Sequence[str]) -> pa.Table:
-        """Concatenate one table's shards for the given keys (in the order given)."""
-        parts = [read_shard(self.shard_path(table, k)) for k in keys if self.shard_path(table, k).exists()]
+    def read(self, table: str, keys: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table:
+        """Concatenate one table's shards for the given keys (in the order given); `columns`: only these."""
+        parts = [read_shard(self.shard_path(table, k), columns) for k in keys if self.shard_path(table, k).exists()]
         if not parts:
-            return arrow_schema(TABLES[table]).empty_table()
+            empty = arrow_schema(TABLES[table]).empty_table()
+            return empty.select(list(columns)) if columns is not None else empty
         return pa.concat_tables(parts, promote_options="default")
 
     # --------------------------------------------------------------------------------------- lineage

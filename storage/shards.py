@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,8 @@ def write_shard(path: Path, table: pa.Table) -> ShardFile:
     return ShardFile(path=path, rows=table.num_rows, bytes=path.stat().st_size, sha256=sha)
 
 
-def read_shard(path: Path) -> pa.Table:
-    return pq.read_table(path)
+def read_shard(path: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    return pq.read_table(path, columns=list(columns) if columns is not None else None)
 
 
 def remove_stale_temp_files(root: Path) -> int:

@@ -1,4 +1,6 @@
 import os
+import shutil
+import tempfile
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -8,8 +10,24 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 import pytest  # noqa: E402
 
+# Commands the tests run without a Prefect API (`earmark build` in a subprocess) share one local Prefect server
+# (earmark/flows/local_server.py) for the session, in a folder of its own, never the user's; stopped at the end.
+PREFECT_LOCAL_HOME = tempfile.mkdtemp(prefix="earmark-test-prefect-")
+os.environ["EARMARK_PREFECT__HOME"] = PREFECT_LOCAL_HOME
+
 # tests/paper/ needs the paper venv (requirements/paper.txt); `make test-paper` sets this and runs it there.
 collect_ignore = [] if os.environ.get("EARMARK_PAPER_TESTS") else ["paper"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _local_prefect_server_stopped_at_the_end():
+    yield
+    from pathlib import Path
+
+    from earmark.flows.local_server import stop
+
+    stop(Path(PREFECT_LOCAL_HOME))
+    shutil.rmtree(PREFECT_LOCAL_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

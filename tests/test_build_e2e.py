@@ -92,6 +92,13 @@ def test_catalog_answers_the_benchmark_questions(built):
     # every generated item has QC verdicts; lineage on rows
     assert con.execute("SELECT count(*) FROM captions WHERE item_id NOT IN (SELECT item_id FROM qc)").fetchone()[0] == 0
     assert con.execute("SELECT count(DISTINCT prompt_sha) FROM captions").fetchone()[0] >= 2
+    # a kept entailment hypothesis carries only kept text: its premise is a caption of its clip that QC kept
+    kept = "(SELECT item_id FROM qc GROUP BY item_id HAVING bool_and(keep))"
+    orphans = con.execute(
+        f"SELECT item_id FROM entailment e WHERE item_id IN {kept} AND NOT EXISTS (SELECT 1 FROM captions c "
+        f"WHERE c.clip_id = e.clip_id AND c.text = e.premise AND c.item_id IN {kept})"
+    ).fetchall()
+    assert orphans == []
     assert first["version"] == "v0001"
     con.close()
 

@@ -78,6 +78,36 @@ def _stop(proc: subprocess.Popen) -> None:
             pass
 
 
+def test_earmark_server_on_another_port_serves_a_ui_that_calls_that_port(tmp_path):
+    """`earmark server --port 4299` served a UI whose settings named port 4200 ("Can't connect to Server API")."""
+    import httpx
+
+    for attempt in range(3):  # a port found free can be taken by another process before the server binds it
+        port = _free_port()
+        cmd = [sys.executable, "-m", "earmark.cli", "server", "--port", str(port), "--data-root", str(tmp_path)]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("PREFECT_API_URL", None)
+        proc = subprocess.Popen(
+            [*cmd, "--prefect-home", str(tmp_path / f"home{attempt}")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            first = proc.stdout.readline()  # printed once the server answers and is set up
+            if first.startswith("Prefect server and UI at"):
+                settings = httpx.get(f"http://127.0.0.1:{port}/ui-settings", timeout=60).json()
+                assert settings["api_url"] == f"http://127.0.0.1:{port}/api"
+                return
+            log = (tmp_path / f"home{attempt}" / "server.log").read_text(errors="replace")
+            assert "already in use" in log or "address already in use" in log.lower(), first + log[-3000:]
+        finally:
+            _stop(proc)
+    raise AssertionError("no free port stayed free three times")
+
+
 def _tiny_corpus(root: Path) -> list[Path]:
     from earmark.corpus import generate_corpus
 
@@ -98,8 +128,6 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
 
     files = _tiny_corpus(tmp_path)
     data = tmp_path / "data"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/api"
     base = {
         **os.environ,
         "PYTHONPATH": str(REPO),
@@ -111,23 +139,31 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
     }
     server_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-server")}
     server_env.pop("PREFECT_API_URL", None)
-    client_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-client"), "PREFECT_API_URL": url}
     logs = tmp_path / "logs"
     logs.mkdir()
     procs: list[subprocess.Popen] = []
     try:
-        procs.append(
-            subprocess.Popen(
+        from earmark.commands import wait_healthy
+
+        for _ in range(3):  # a port found free may be taken by another process before the server binds it
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}/api"
+            server = subprocess.Popen(
                 [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
                 env=server_env,
-                stdout=(logs / "server.log").open("wb"),
+                stdout=(logs / "server.log").open("ab"),
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        )
-        from earmark.commands import wait_healthy
-
-        wait_healthy(url, procs[0], timeout_s=180)
+            try:
+                wait_healthy(url, server, timeout_s=None)  # as long as it takes, while the server lives
+                procs.append(server)
+                break
+            except RuntimeError:  # it exited: its port was taken meanwhile
+                continue
+        else:
+            raise AssertionError((logs / "server.log").read_text(errors="replace")[-3000:])
+        client_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-client"), "PREFECT_API_URL": url}
         deploy = subprocess.run(
             [sys.executable, "-m", "earmark.cli", "deploy", str(tmp_path / "inputs"), "-d", "sched"]
             + ["--data-root", str(data), "--until", "analyze", "--cron", "0 3 * * *", "--timezone", "UTC"],

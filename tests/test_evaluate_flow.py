@@ -164,7 +164,7 @@ def dataset(tmp_path_factory, prefect_harness):
                 **_lineage(c),
                 item_id=f"{c}:ent:{n}",
                 premise_kind="long",
-                premise="A steady tone.",
+                premise=next(x.text for x in captions if x.item_id == f"{c}:long:0"),  # a kept caption: kept text
                 label=label,
                 hypothesis=hyp,
             )

@@ -8,6 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -30,6 +34,7 @@ from earmark.stages.ingest import encode_flac
 from earmark.storage import Catalog, ShardMeta
 
 SR = 16_000
+REPO = Path(__file__).resolve().parents[1]
 DOMAINS = {"c_speech": "S00", "c_music": "0M0", "c_sound": "00A"}
 # the originals' columns (microsoft/AudioEntailment data/CLE/*.csv header; AudioBench's IFEval-Audio card)
 AUDIO_ENTAILMENT_CSV = ["Prompt", "Dataset", "Audio file", "Caption", "Entailment", "Neutral", "Contradiction", "Full response"]  # fmt: skip
@@ -72,6 +77,16 @@ def _items() -> dict[str, list]:
         )
         for c in ("c_speech", "c_music")  # c_music's neutral is rejected below: no complete triple
         for label in ("entailment", "neutral", "contradiction")
+    ] + [  # every hypothesis kept, but the premise is a caption QC rejected (PLANTED): the set must not ship
+        EntailmentHypothesis(
+            **_lin("c_sound"),
+            item_id=f"c_sound:entailment:{label}",
+            premise_kind="long",
+            premise=PLANTED,
+            label=label,
+            hypothesis=f"{label} about c_sound.",
+        )
+        for label in ("entailment", "neutral", "contradiction")
     ]
     ins = [
         InstructionTriple(
@@ -89,7 +104,10 @@ def _items() -> dict[str, list]:
     return {"captions": caps, "qa": qa, "entailment": ent, "instructions": ins}
 
 
+# c_music keeps no long caption: lhotse's supervision text falls back to a short one, and says so
 REJECTED = {"c_sound:long:1", "c_speech:qa:1", "c_music:entailment:neutral", "c_sound:instruction:1"}
+REJECTED |= {"c_music:long:0", "c_music:long:1"}
+PLANTED = "long 1 of c_sound."  # the text of c_sound:long:1, which QC rejected
 
 
 @pytest.fixture(scope="module")
@@ -135,6 +153,8 @@ def lake(tmp_path_factory):
     cat.write_shard("k_all", tables, ShardMeta(stage="hand", stage_version="t", inputs=[]), None)
     version, _ = cat.publish({t: ["k_all"] for t in tables}, None)
     kept = {t: [x for x in rows if x.item_id not in REJECTED] for t, rows in items.items()}
+    texts = {(c.clip_id, c.text) for c in kept["captions"]}  # kept text only, premises too
+    kept["entailment"] = [x for x in kept["entailment"] if (x.clip_id, x.premise) in texts]
     return root, version, kept, {c.clip_id: c for c in clips}
 
 
@@ -168,20 +188,35 @@ def test_hf_folder_loads_with_datasets(lake, tmp_path):
     assert loaded["entailment"].features["label"].names == ["entailment", "neutral", "contradiction"]
     assert loaded["instructions"].features["rule"].dtype == "int64"
     assert isinstance(caps.features["audio"], datasets.Audio) and caps.features["audio"].sampling_rate == SR
-    try:  # datasets decodes audio with torchcodec, where a build matching the installed torch exists
-        import torchcodec.decoders  # noqa: F401
-
-        samples = caps[0]["audio"].get_all_samples()
-        arrays = [(samples.data.numpy()[0], samples.sample_rate)]
-    except Exception:  # noqa: BLE001 — none here (the PyPI wheel wants CUDA torch): read the embedded bytes
-        raw = caps.cast_column("audio", datasets.Audio(decode=False))
-        arrays = [_decode(row["audio"]) for row in raw]
-    for (data, sr), clip_id in zip(arrays, caps["clip_id"]):
-        assert sr == SR and data.shape == (SR,)
-        np.testing.assert_allclose(data, sf.read(io.BytesIO(clips[clip_id].audio_flac), dtype="float32")[0])
     card = (out / "README.md").read_text()
     assert card.startswith("---\n") and "default: true" in card and "license: other" in card
     assert "## Rejections by check" in card and "size_categories" in card  # the publish card's statistics
+
+
+def _readme_recipe() -> str:
+    """The README's block for reading an hf export back (section "Exporting"), as it stands there."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("```python\nfrom datasets import load_dataset\n")
+    return readme[start + len("```python\n") : readme.index("```\n", start + 10)]
+
+
+def test_the_readmes_recipe_reads_an_hf_exports_audio_back_in_the_project_venv(lake, tmp_path):
+    """datasets 5 decodes Audio with torchcodec: the recipe ran into an ImportError before torchcodec 0.13 (the CPU
+    build that loads beside CPU torch) was pinned."""
+    root, _, kept, clips = lake
+    out = tmp_path / "hf"
+    assert _export(root, "hf", out) == 0
+    code = _readme_recipe().replace('"DIR"', repr(str(out)))
+    code += "\nimport numpy as np; np.save(OUT, audio); print('SR', sr)\n"
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf-home")}  # datasets' cache: not the user's
+    npy = tmp_path / "audio.npy"
+    run = subprocess.run(
+        [sys.executable, "-c", f"OUT = {str(npy)!r}\n{code}"], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    clip_id, sr, shape = run.stdout.splitlines()[0].split()[:3]
+    assert clip_id in clips and (sr, shape) == (str(SR), f"({SR},)"), run.stdout
+    np.testing.assert_allclose(np.load(npy), sf.read(io.BytesIO(clips[clip_id].audio_flac), dtype="float32")[0])
 
 
 def test_audiobench_and_entailment_have_the_original_columns(lake, tmp_path):
@@ -220,7 +255,7 @@ def test_audiobench_and_entailment_have_the_original_columns(lake, tmp_path):
     assert sorted(p.name for p in (ent / "audio").iterdir()) == ["c_speech.wav"]
 
 
-def test_lhotse_manifest_loads_with_lhotse(lake, tmp_path):
+def test_lhotse_manifest_loads_with_lhotse(lake, tmp_path, capsys):
     from lhotse import CutSet, RecordingSet, SupervisionSet
 
     root, _, kept, _ = lake
@@ -237,6 +272,12 @@ def test_lhotse_manifest_loads_with_lhotse(lake, tmp_path):
         "short": ["short 0 of c_sound.", "short 1 of c_sound."],
         "long": ["long 0 of c_sound."],
     }
+    music = cuts["c_music"].supervisions[0]  # no long caption was kept: the first short one, named as such
+    assert (music.text, music.custom["text_kind"], sup.custom["text_kind"]) == ("short 0 of c_music.", "short", "long")
+    assert (
+        "1 of 3 cuts have a short caption as their supervision text (no long caption was kept"
+        in capsys.readouterr().out
+    )
     assert len(RecordingSet.from_file(out / "recordings.jsonl")) == 3
     assert len(SupervisionSet.from_file(out / "supervisions.jsonl")) == 3
     assert sum(len(r) for c in cuts for r in c.supervisions[0].custom["captions"].values()) == len(kept["captions"])
@@ -331,3 +372,51 @@ def test_a_failed_export_leaves_nothing(lake, tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         _export(root, "hf", out)
     assert out.is_dir() and not any(out.iterdir())
+
+
+def _texts(folder) -> str:
+    """Every string an export folder holds: text files as they are, Parquet cell by cell."""
+    import pyarrow.parquet as pq
+
+    out = []
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if path.suffix == ".parquet":
+            for column in pq.read_table(path).to_pylist():
+                out.extend(str(v) for v in column.values())
+        elif path.suffix in (".csv", ".jsonl", ".json", ".md", ".txt"):
+            out.append(path.read_text())
+    return "\n".join(out)
+
+
+def test_no_export_carries_a_premise_qc_rejected(lake, tmp_path):
+    """The entailment premise is a long caption QC may have rejected: it reached the hf export's `premise` and
+    entailment.csv's `Caption` (2 of 17 demo clips)."""
+    from earmark.stages.publish import export_items, export_mecat
+
+    root, version, _, _ = lake
+    folders = []
+    for fmt in ("hf", "audiobench", "entailment", "mecat", "lhotse"):
+        assert _export(root, fmt, tmp_path / fmt) == 0
+        folders.append(tmp_path / fmt)
+    published = tmp_path / "published"  # what the publish stage writes under exports/<version>/
+    cat = Catalog(root, "ex")
+    export_items(cat, version, published)
+    export_mecat(cat, version, published)
+    folders.append(published)
+    for folder in folders:
+        text = _texts(folder)
+        assert PLANTED not in text, folder.name
+        assert "about c_sound." not in text, folder.name  # nor its hypotheses: a set ships with its premise
+    assert "long 0 of c_speech." in _texts(tmp_path / "hf") + _texts(tmp_path / "entailment")  # a kept premise ships
+
+
+def test_sql_shows_a_clips_audio_as_its_kind_and_size_not_its_bytes(lake, capsys):
+    """`earmark sql "SELECT * FROM clips"` printed the FLAC bytes of every clip to the terminal."""
+    root, _, _, clips = lake
+    capsys.readouterr()
+    assert main(["sql", "--data-root", str(root), "-d", "ex", "SELECT * FROM clips ORDER BY clip_id"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert "audio_flac" in header and len(rows) == len(clips)
+    for row, clip_id in zip(rows, sorted(clips)):
+        size = len(clips[clip_id].audio_flac)
+        assert f"<FLAC {size / 1000:.0f} kB>" in row and "fLaC" not in row and "\\x" not in row, row

@@ -88,27 +88,40 @@ def test_a_holder_killed_on_this_host_is_recognised_at_once(tmp_path):
 
 
 def test_racing_processes_exactly_one_takes_the_lease(tmp_path):
+    """Four processes try at once; the winner holds the lease until every other one has tried (files, not a
+    wall-clock schedule: a racer that started late on a busy machine once found the lease already released)."""
     Catalog(tmp_path, "ds")
-    start = time.time() + 3.0
+    sync = tmp_path / "sync"
+    sync.mkdir()
     code = textwrap.dedent(f"""
         import sys, time
+        from pathlib import Path
         from earmark.storage import Catalog
         from earmark.storage.lease import DatasetBusyError
+        sync, me = Path({str(sync)!r}), sys.argv[1]
         cat = Catalog({str(tmp_path)!r}, "ds")
-        time.sleep(max(0.0, {start} - time.time()))
+        (sync / f"ready-{{me}}").touch()
+        while not (sync / "go").exists():
+            time.sleep(0.01)
         try:
-            lease = cat.lease(sys.argv[1], "build", stale_after_s=60, heartbeat_s=1).acquire()
+            lease = cat.lease(me, "build", stale_after_s=60, heartbeat_s=1).acquire()
         except DatasetBusyError as exc:
             print("busy", exc, flush=True)
+            (sync / f"tried-{{me}}").touch()
         else:
             print("took", flush=True)
-            time.sleep(4)
+            (sync / f"tried-{{me}}").touch()
+            while len(list(sync.glob("tried-*"))) < 4:
+                time.sleep(0.01)
             lease.release()
     """)
     procs = [
         subprocess.Popen([sys.executable, "-c", code, f"racer-{i}"], env=_env(), stdout=subprocess.PIPE, text=True)
         for i in range(4)
     ]
+    while len(list(sync.glob("ready-*"))) < 4 and all(p.poll() is None for p in procs):
+        time.sleep(0.01)
+    (sync / "go").touch()
     outs = [p.communicate(timeout=180)[0] for p in procs]
     assert all(p.returncode == 0 for p in procs), outs
     firsts = [o.splitlines()[0] if o.strip() else "" for o in outs]
@@ -118,10 +131,18 @@ def test_racing_processes_exactly_one_takes_the_lease(tmp_path):
 
 def test_heartbeats_keep_a_long_hold_and_a_waiting_writer_gets_it_after_release(tmp_path):
     cat = Catalog(tmp_path, "ds")
-    first = cat.lease("long", "build", stale_after_s=2.0, heartbeat_s=0.5).acquire()
-    time.sleep(3.0)  # longer than stale_after: only the heartbeats keep it
+    stale = 4.0
+    first = cat.lease("long", "build", stale_after_s=stale, heartbeat_s=0.5).acquire()
+    # held longer than stale_after, and a heartbeat fresh now: only the heartbeats keep it. Observed rather than
+    # slept: on a busy machine a fixed sleep raced the heartbeat thread (a late beat let the lease go stale).
+    deadline = time.monotonic() + 300  # only if the heartbeats stopped altogether
+    while time.monotonic() < deadline:
+        ((acquired, beat),) = cat.query("SELECT acquired_at, heartbeat_at FROM main.lease")
+        if (beat - acquired).total_seconds() > stale and (_now() - beat).total_seconds() < 1.0:
+            break
+        time.sleep(0.1)
     with pytest.raises(DatasetBusyError, match="run long"):
-        cat.lease("impatient", "rerun", stale_after_s=2.0, heartbeat_s=0.5).acquire()
+        cat.lease("impatient", "rerun", stale_after_s=stale, heartbeat_s=0.5).acquire()
     threading.Timer(1.0, first.release).start()
     second = cat.lease("patient", "rerun", stale_after_s=2.0, heartbeat_s=0.5, wait_s=30).acquire()
     assert second.took_over is None  # released, not taken over

@@ -105,11 +105,10 @@ def test_server_starts_serves_and_stops_cleanly():
         assert server.base_url == f"http://127.0.0.1:{port}/v1"
         models = httpx.get(f"{server.base_url}/models", trust_env=False).json()
         assert [m["id"] for m in models["data"]] == [SMOL]
-        assert server.startup_seconds is not None and server.startup_seconds < 60
-        assert not _port_is_free(port)
+        assert server.startup_seconds is not None and server.startup_seconds > 0
+        assert not _port_is_free(port)  # held by the server while it runs
     assert not server.is_running() and server.pid is None
-    assert not _pid_alive(pid)
-    assert _port_is_free(port)
+    assert not _pid_alive(pid)  # gone (its port then is the kernel's to give to anyone: not asserted)
     server.stop()  # idempotent
 
 
@@ -130,7 +129,7 @@ def test_server_exits_when_its_parent_is_killed(tmp_path):
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
     try:
-        pid, port = map(int, parent.stdout.readline().split())
+        pid, _port = map(int, parent.stdout.readline().split())
         assert _pid_alive(pid)
     finally:
         parent.kill()
@@ -138,8 +137,8 @@ def test_server_exits_when_its_parent_is_killed(tmp_path):
     deadline = time.monotonic() + 15
     while _pid_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
+    # the process, not its port: a freed port may be taken by any other process on a busy machine at once
     assert not _pid_alive(pid)
-    assert _port_is_free(port)
 
 
 def test_server_startup_failure_reports_the_log_tail(tmp_path):
@@ -423,9 +422,14 @@ def test_resolve_embedded_models(tmp_path, monkeypatch):
     assert sidecar["sha256"] == EMBEDDED_MODELS[QWEN].sha256
     assert not list(tmp_path.glob("*.tmp"))
 
-    t0 = time.perf_counter()  # the sidecar spares the re-hash on later starts
+    # the sidecar spares the re-hash on later starts: they only stat the file, so bytes changed in place behind
+    # an unchanged size and mtime go unnoticed (a re-hash would see them) — observed without timing it
+    st = qwen.stat()
+    with qwen.open("r+b") as fh:
+        fh.seek(st.st_size // 2)
+        fh.write(b"\0\1\2\3")
+    os.utime(qwen, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert resolve_model_path(QWEN) == qwen
-    assert time.perf_counter() - t0 < 0.5
 
 
 def test_missing_wheel_error_names_the_pip_command(monkeypatch):

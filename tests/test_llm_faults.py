@@ -95,12 +95,14 @@ def test_429_waits_for_retry_after_then_succeeds(fake):
 
 
 def test_a_retry_after_beyond_the_budget_ends_the_request_at_once(fake):
-    srv = fake("429", retry_after_s=30)
-    c = client(srv.base_url, max_backoff_s=60)
+    # a budget of 60 s: waiting in it at all, rather than giving up at once, would take tens of seconds — a
+    # difference no busy machine blurs (with a 1.5 s budget the test had to time itself to 0.5 s)
+    srv = fake("429", retry_after_s=600)
+    c = client(srv.base_url, max_backoff_s=1200, request_budget_s=60)
     t = time.perf_counter()
-    with pytest.raises(LLMEndpointError, match="asked to retry after 30 s"):
+    with pytest.raises(LLMEndpointError, match="asked to retry after 600 s"):
         c.complete_json(MESSAGES, SCHEMA, max_tokens=50)
-    assert srv.requests == 1 and time.perf_counter() - t < 0.5
+    assert srv.requests == 1 and time.perf_counter() - t < 30
 
 
 def test_breaker_opens_after_n_failed_requests_and_later_calls_fail_instantly(fake):
@@ -111,10 +113,9 @@ def test_breaker_opens_after_n_failed_requests_and_later_calls_fail_instantly(fa
             c.complete_json(MESSAGES, SCHEMA, max_tokens=50)
         assert not isinstance(info.value, CircuitOpenError)
     sent = srv.requests
-    t = time.perf_counter()
     with pytest.raises(CircuitOpenError, match="failed 2 requests in a row") as info:
         c.complete_json(MESSAGES, SCHEMA, max_tokens=50)
-    assert time.perf_counter() - t < 0.05 and srv.requests == sent == 2 * ATTEMPTS
+    assert info.value.attempts == 0 and srv.requests == sent == 2 * ATTEMPTS  # refused before any attempt or wait
     assert "resumes" in str(info.value) and "HTTP 500" in str(info.value)
 
 
@@ -149,7 +150,8 @@ def test_shard_budget_bounds_every_request_of_the_shard_in_every_thread(fake):
             th.start()
         for th in threads:
             th.join()
-    assert time.perf_counter() - t < 1.0 + SLACK_S
+    # each request alone may hang 30 s (its own budget and read timeout): well under that, the shard's 1 s ended them
+    assert time.perf_counter() - t < 15
     assert len(errors) == 3 and all("shard_budget_s = 1" in str(e) for e in errors)
 
 
@@ -175,7 +177,7 @@ def test_preflight_names_endpoint_and_model_and_is_quick(fake):
     t = time.perf_counter()
     with pytest.raises(LLMEndpointError, match="did not answer within 0.5 s"):
         preflight(LLMSection(endpoint=hang.base_url, model="fake-llm", preflight_timeout_s=0.5))
-    assert time.perf_counter() - t < 2
+    assert time.perf_counter() - t < 30  # the hanging endpoint never answers: bounded by the preflight's time-out
     with pytest.raises(LLMEndpointError, match="HTTP 500"):
         preflight(LLMSection(endpoint=fake("500").base_url, model="fake-llm"))
     ok = fake("ok")

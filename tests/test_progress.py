@@ -85,17 +85,23 @@ class Recorder:
         self.planned: dict[tuple[str, str], float] = {}
         self.done: dict[tuple[str, str], float] = {}
         self.lock = threading.Lock()
+        self.overshoot = 0.0  # the most done ever exceeded the total (a bar at 137/102)
 
     def update(self, stage, unit, planned, done, items, item_unit):
         with self.lock:
             self.planned[(stage, unit)] = self.planned.get((stage, unit), 0) + planned
             self.done[(stage, unit)] = self.done.get((stage, unit), 0) + done
+            self.overshoot = max(self.overshoot, self.done[(stage, unit)] - self.planned[(stage, unit)])
 
 
-@pytest.mark.parametrize("item", ["captions", "qa", "instructions"])
-def test_synthesis_reports_each_request_against_an_exact_total(item):
-    """The flow announces an upper bound per shard; the stage replaces it with its exact count and adds the
-    repairs at the end, so the bar ends at done == total == the requests the endpoint got."""
+@pytest.mark.parametrize(
+    "item,replies", [("captions", "ok"), ("qa", "ok"), ("instructions", "ok"), ("captions", "bad")]
+)
+def test_synthesis_reports_each_request_against_an_exact_total(item, replies):
+    """The flow announces an upper bound per shard; the stage replaces it with its exact count of first attempts
+    and adds each repair to the total as it is sent, so the bar never shows more done than its total (it showed
+    137/102: the demo's 35 repairs were added only when the shard ended) and ends at done == total == the
+    requests the endpoint got."""
     from test_synthesis_units import _ev
 
     from earmark.config import load_config
@@ -109,7 +115,12 @@ def test_synthesis_reports_each_request_against_an_exact_total(item):
     resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)  # the embedded model: rule content captions
     bound = synthesis.max_requests(item, resolved) * len(evidence)
     rec = Recorder()
-    with FakeLLMServer("ok") as srv, LLMClient(srv.base_url, "fake-llm") as client, progress.reporting(rec):
+    schedule = "invalid_json*4,ok" if replies == "bad" else None  # four replies that need a repair
+    with (
+        FakeLLMServer("ok", schedule=schedule) as srv,
+        LLMClient(srv.base_url, "fake-llm") as client,
+        progress.reporting(rec),
+    ):
         progress.report(*synthesis.REQUESTS, planned=bound)  # what the flow announced
         synthesis.run(
             item,
@@ -124,6 +135,9 @@ def test_synthesis_reports_each_request_against_an_exact_total(item):
         sent = srv.requests
     assert sent > 0 and rec.done[synthesis.REQUESTS] == sent
     assert rec.planned[synthesis.REQUESTS] == sent  # the bound, corrected to what was asked
+    assert rec.overshoot <= 0, f"done exceeded the total by {rec.overshoot}"
+    if replies == "bad":
+        assert sent >= synthesis.planned_requests(item, evidence[0], synthesis.Synth(client, resolved)) + 4
     assert bound >= synthesis.planned_requests(item, evidence[0], synthesis.Synth(client, resolved)) * 2
 
 

@@ -28,6 +28,11 @@ def flac_clip(seconds: float, freq: float = 440.0) -> bytes:
     return buf.getvalue()
 
 
+# The client's read timeout in the retry test, and the stalled request's delay: a wide margin both ways (with 0.3 s
+# a busy machine could delay an ordinary answer past the timeout and add a request the test did not plan).
+TIMEOUT_S, STALL_S = 2.0, 20.0
+
+
 class AudioChatServer(ThreadingHTTPServer):
     """A tiny /v1/chat/completions that answers with what it decoded from the input_audio part."""
 
@@ -80,8 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(404, {"error": f"no route {self.path}"})
         if fail:
             return self._reply(503, {"error": "overloaded"})
-        if stall:
-            time.sleep(1.0)
+        if stall:  # far past the client's timeout; the answers it does get come at once, far inside it
+            time.sleep(STALL_S)
             return self._reply(200, {"choices": [{"message": {"content": "too late"}}]})
         parts = body["messages"][0]["content"]
         text = next(p["text"] for p in parts if p["type"] == "text")
@@ -173,7 +178,7 @@ def test_503_and_timeouts_are_retried_until_200(fresh):
         fresh.base_url,
         "m",
         max_concurrency=1,
-        timeout_s=0.3,
+        timeout_s=TIMEOUT_S,
         backoff_s=0.01,
     )
     assert preds.n_errors() == 0

@@ -17,8 +17,10 @@ from earmark.stages import versions as vs
 @pytest.fixture(scope="module")
 def three(built, tmp_path_factory):  # noqa: F811
     cfg, cat, _, first = built
-    strict = cfg.model_copy(update={"filter": cfg.filter.model_copy(update={"min_long_words": 40})})
-    second = rerun_flow(strict, "filter")  # every long caption is now too short: rejected
+    # every short caption is now too long: rejected (not the long ones: they are the entailment premises, and a
+    # hypothesis whose premise QC rejected goes with it)
+    strict = cfg.model_copy(update={"filter": cfg.filter.model_copy(update={"max_short_words": 2})})
+    second = rerun_flow(strict, "filter")
     sheet = tmp_path_factory.mktemp("sheet") / "sheet.csv"
     with sheet.open("w", newline="") as f:
         w = csv.writer(f)
@@ -43,7 +45,7 @@ def test_labels_say_what_made_each_version(three):
         ("v0002", "rerun filter from v0001"),
         ("v0003", "review of v0002"),
     ]
-    assert infos[0].kept["captions"] > infos[1].kept["captions"]  # the long captions went
+    assert infos[0].kept["captions"] > infos[1].kept["captions"]  # the short captions went
     assert infos[2].kept["entailment"] == infos[1].kept["entailment"] - 1  # the rejected hypothesis
     # a rerun published before reruns named themselves: recognised by its run
     assert vs.label("build", "rerun", '{"stage": "synthesize", "items": ["qa"], "base": "v0004"}') == (
@@ -59,8 +61,8 @@ def test_versions_list_show_diff_print_what_a_user_asks(three, capsys):
     rows = [line.split() for line in out.splitlines()[1:]]
     assert rows[0][-2:] == ["captions", "entailment"]  # item tables with rows; qa/instructions have none
     assert rows[1][0] == "v0001" and rows[1][3] == "UTC" and rows[1][4:] == ["build", "9", "6"]
-    assert rows[2][4:] == ["rerun", "filter", "from", "v0001", "6", "6"]
-    assert rows[3][4:] == ["review", "of", "v0002", "6", "5"]
+    assert rows[2][4:] == ["rerun", "filter", "from", "v0001", "3", "6"]
+    assert rows[3][4:] == ["review", "of", "v0002", "3", "5"]
 
     code, out, _ = _run(capsys, "versions", "show", *common, "--version", "1")
     assert code == 0 and out.startswith(f"dataset {cfg.dataset} v0001: build; created ")
@@ -75,12 +77,13 @@ def test_versions_list_show_diff_print_what_a_user_asks(three, capsys):
     code, out, _ = _run(capsys, "versions", "diff", *common)  # the two latest
     assert code == 0 and out.startswith(f"dataset {cfg.dataset}: v0002 → v0003")
     rows = _section(out, "dataset")
-    assert rows["reviews"] == ["1", "0", "0", "0"] and rows["qc"] == ["1", "0", "0", "94"]  # a row per item and check
+    assert rows["reviews"] == ["1", "0", "0", "0"] and rows["qc"] == ["1", "0", "0", "127"]  # a row per item and check
     assert rows["entailment"] == ["0", "0", "0", "6"]  # the rejected item stays, QC says so
     assert _section(out, "Items every QC check kept")["entailment"] == ["6", "5", "1", "0"]
     code, out, _ = _run(capsys, "versions", "diff", *common, "v0001", "v0002")
-    assert _section(out, "dataset")["qc"] == ["0", "4", "0", "90"]  # 4 long captions: a new length verdict
-    assert _section(out, "Items every QC check kept")["captions"] == ["9", "6", "3", "0"]  # one was already out
+    # 8 short captions: a new length verdict, and no source_spread row (only what other checks kept is counted)
+    assert _section(out, "dataset")["qc"] == ["0", "8", "6", "119"]
+    assert _section(out, "Items every QC check kept")["captions"] == ["9", "3", "6", "0"]  # two were already out
     assert "Changed tables: qc;" in out
 
 

@@ -13,12 +13,14 @@ import pytest
 from earmark.config import load_config
 from earmark.storage.catalog import Catalog
 
-WRITE_S = 0.6
 COMPUTE_S = 0.3
+NEVER_S = 600.0  # how long the first write waits for the next computation before the test fails
 
 
-def _compute(events: list, name: str, inputs) -> dict[str, list]:
+def _compute(events: list, started: threading.Event, name: str, inputs) -> dict[str, list]:
     start = time.monotonic()
+    if name != "job-0":
+        started.set()
     time.sleep(COMPUTE_S)
     events.append(("compute", name, start, time.monotonic()))
     return {"quarantine": []}
@@ -42,10 +44,15 @@ def _build(tmp_path, write_behind: bool, monkeypatch) -> tuple[list, list]:
     events: list = []
     lock = threading.Lock()
     write_shard = Catalog.write_shard
+    next_computing = threading.Event()
+    first = [True]
 
     def slow_write(self, key, tables, meta, run_id):  # a slow disk: the write is what write-behind hides
         start = time.monotonic()
-        time.sleep(WRITE_S)
+        with lock:
+            is_first, first[0] = first[0], False
+        if is_first and write_behind:  # the first write lasts until the next shard computes: proof of overlap
+            assert next_computing.wait(NEVER_S), "no shard computed while the first one was written"
         ref = write_shard(self, key, tables, meta, run_id)
         with lock:
             events.append(("write", key, start, time.monotonic()))
@@ -54,7 +61,8 @@ def _build(tmp_path, write_behind: bool, monkeypatch) -> tuple[list, list]:
     monkeypatch.setattr(Catalog, "write_shard", slow_write)
     spec = StageSpec("test-write-behind", "1", writes=("quarantine",))
     jobs = [
-        ShardJob(spec, partial(_compute, events, f"job-{i}"), sources=[f"s{i}"], label=f"job-{i}") for i in range(3)
+        ShardJob(spec, partial(_compute, events, next_computing, f"job-{i}"), sources=[f"s{i}"], label=f"job-{i}")
+        for i in range(3)
     ]
 
     @flow(task_runner=task_runner(cfg))

@@ -155,19 +155,29 @@ def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[A
 
 
 class _Counted:
-    """The shard's LLM, counting its requests for the progress display: the exact count once the evidence is
-    read (in place of the flow's estimate), each request as it returns, and repairs once the shard is done."""
+    """The shard's LLM, counting its requests for the progress display: the exact count of first attempts once
+    the evidence is read (in place of the flow's estimate), each request beyond it (a repair) added to the total
+    as it is sent — so the bar never shows more done than its total —, each request as it returns, and the
+    count made once the shard is done."""
 
     def __init__(self, llm: LLM, preplanned: int) -> None:
         self.llm, self.model = llm, llm.model
-        self.planned, self.calls = preplanned, 0
+        self.planned, self.sent, self.calls = preplanned, 0, 0
         self._lock = threading.Lock()
 
     def plan(self, n: int) -> None:
-        progress.report(*REQUESTS, planned=n - self.planned)
-        self.planned = n
+        with self._lock:
+            n = max(n, self.sent)  # requests already sent stay in the total
+            more, self.planned = n - self.planned, n
+        progress.report(*REQUESTS, planned=more)
 
     def complete_json(self, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            self.sent += 1
+            beyond = self.sent > self.planned  # a repair: the plan counted first attempts only
+            self.planned += beyond
+        if beyond:
+            progress.report(*REQUESTS, planned=1)
         try:
             return self.llm.complete_json(*args, **kwargs)
         finally:
