@@ -1,5 +1,5 @@
 """How long a command takes before it does anything: a refused dataset name, a cold `earmark sql`, and a build's
-first stage, with and without a local Prefect server already running (docs/benchmarks-i34.md).
+first stage, with and without a local Prefect server already running (docs/benchmarks.md, "Safe to leave running").
 
     python benchmarks/cli_startup.py [--repeat 3] [--out results.json]
 
