@@ -34,6 +34,7 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from earmark.config import Config
 from earmark.schemas import TABLES, arrow_schema
@@ -442,11 +443,14 @@ class Catalog:
 
     # ----------------------------------------------------------------------------------------- views
     def _ensure_empty_shards(self) -> None:
-        # A typed empty file per table: the schema the lake's tables are created from.
+        # A typed empty file per table: the schema the lake's tables are created from, and the one `_create_schema`
+        # adds new columns from. Rewritten when its record gained a field since (a stale file kept the lake's table
+        # without the column, and publishing a shard that has it failed).
         for table, model in TABLES.items():
             path = self.root / table / "_empty.parquet"
-            if not path.exists():
-                write_shard(path, arrow_schema(model).empty_table())
+            schema = arrow_schema(model)
+            if not path.exists() or not pq.read_schema(path).equals(schema, check_metadata=False):
+                write_shard(path, schema.empty_table())
 
     def refresh_views(self, only: str | None = None) -> None:
         """Create what is missing for each version (or `only` that one): its snapshot id and its `vNNNN.<table>`

@@ -241,3 +241,24 @@ def test_a_moved_dataset_folder_still_opens(tmp_path: Path):
     assert moved.publish({"captions": ["k1", "k2"]}, run) == ("v0002", True)
     assert moved.query("SELECT count(*) FROM captions")[0][0] == 3
     assert not (tmp_path / "a").exists()  # nothing written to the old place
+
+
+def test_a_lake_made_before_a_record_gained_a_field_takes_shards_that_have_it(tmp_path: Path):
+    """A dataset built by an older earmark: its lake's tables (and their typed empty file) lack a field added to
+    the record since. Opening it adds the column, and publishing a new shard with the field works (it failed:
+    'Table "music" does not have a column with name "window_tags"'); the old version reads the column as NULL."""
+    from earmark.storage import catalog
+
+    cat = Catalog(tmp_path, "ds")
+    run = cat.start_run("test", {})
+    meta = ShardMeta(stage="synthesize", stage_version="1", inputs=["x"], prompt_sha="p", model="m")
+    cat.write_shard("k1", {"captions": to_table(Caption, [_caption(1)])}, meta, run)
+    cat.publish({"captions": ["k1"]}, run)
+    cat._transaction(lambda con: con.execute("ALTER TABLE published.captions DROP COLUMN writer"))  # as it was
+    write_shard(cat.root / "captions" / "_empty.parquet", arrow_schema(Caption).empty_table().drop_columns(["writer"]))
+    catalog._SCHEMA_READY.discard(cat.location)
+
+    reopened = Catalog(tmp_path, "ds", create=False)
+    reopened.write_shard("k2", {"captions": to_table(Caption, [_caption(2)])}, meta, run)
+    assert reopened.publish({"captions": ["k1", "k2"]}, run) == ("v0002", True)
+    assert sorted(reopened.query("SELECT clip_id, writer FROM captions")) == [("c1", None), ("c2", "llm")]
