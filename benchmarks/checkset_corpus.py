@@ -48,6 +48,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "training"))
+sys.path.insert(0, str(ROOT))
 import build_corpus as bc  # noqa: E402
 
 SR = 16_000
@@ -555,6 +556,27 @@ def review(cache: Path, n: int, out: Path, seed: int = 0) -> None:
         print(f"| {i} | {r['pkg']} | `{r['path']}` | {r['event']} | {r['duration']:.1f} s |")
 
 
+def asr_sample(cache: Path, n: int, seed: int = 3) -> None:
+    """Whisper tiny.en (earmark's ASR model, greedy) on `n` random speech files with words: a sanity check that
+    the file -> words mapping is right (it is not used to choose or drop anything). Prints per-file WER."""
+    from faster_whisper import WhisperModel
+
+    from benchmarks.devset_truth import wer, words
+    from earmark.experts.asr import whisper_model_dir
+
+    model = WhisperModel(str(whisper_model_dir()), device="cpu", compute_type="int8", cpu_threads=2)
+    rows = [json.loads(line) for line in (cache / "checkset/sources.jsonl").read_text().splitlines()]
+    said = [r for r in rows if r["kind"] == "speech" and r["text"]]
+    errs = []
+    for i in np.random.default_rng(seed).permutation(len(said))[:n]:
+        r = said[i]
+        x = np.load(cache / "checkset/sources" / f"{r['uid']}.npy").astype(np.float32) / 32768
+        heard = " ".join(s.text for s in model.transcribe(x, language="en", beam_size=1)[0])
+        errs.append(wer(words(heard), words(r["text"])))
+        print(f"{errs[-1]:.2f} | {r['group']} | {r['text'][:70]} | {heard.strip()[:70]}")
+    print(f"{len(errs)} files: WER median {np.median(errs):.3f}, mean {np.mean(errs):.3f}")
+
+
 def summary(rows: list[dict]) -> None:
     from collections import Counter
 
@@ -577,11 +599,14 @@ def main() -> None:
     ap.add_argument("--measure-gender", action="store_true", help="print the speech groups' median F0 and stop")
     ap.add_argument("--review", type=Path, help="folder: draw and list --review-n random labelled effects, stop")
     ap.add_argument("--review-n", type=int, default=60)
+    ap.add_argument("--asr-sample", type=int, help="Whisper tiny.en on this many speech files with words, stop")
     a = ap.parse_args()
     if a.measure_gender:
         return measure_gender(a.cache)
     if a.review:
         return review(a.cache, a.review_n, a.review)
+    if a.asr_sample:
+        return asr_sample(a.cache, a.asr_sample)
     download(a.cache)
     rows = scan(a.cache, _event_label_fn(a.event_labels), a.jobs)
     summary(rows)
