@@ -2,6 +2,8 @@
 
     .venv/bin/python benchmarks/devset.py --corpus /work/data-cache/tagger-ev --out data/devset-input \\
         --per-domain 6 [--seed 7] [--events events.jsonl] [--music music.jsonl]
+    .venv/bin/python benchmarks/devset.py --corpus /work/data-cache/checkset --split check \\
+        --out data/checkbench-input --per-domain 6      # the independent check set (benchmarks/checkset_corpus.py)
 
 Every clip is mixed here from the decoded sources of the corpus `training/build_corpus.py scan` wrote (DEV
 packages only: never trained or tuned on; the held-out packages are never in the corpus), so what it contains is
@@ -15,6 +17,8 @@ by-hand sheet check items against:
     room:     {noise_dbfs}
 
 What is known, and how:
+- the check corpus (`--split check`, from packages nothing in earmark was trained or tuned on) carries the words
+  (`text`, English) and `gender` of its speech in sources.jsonl; the rules below are the DEV corpus's;
 - the words: Warzone 2100's message voice (the text in the comment of its audio/audio.cfg line) and KTuberling's
   English words (the file name); other speech (Tux Paint, KTuberling in other languages) has no text and is not
   English, which Whisper tiny.en cannot transcribe;
@@ -93,16 +97,29 @@ def warzone_texts(pkgs: Path) -> dict[str, str]:
 
 
 class Sources:
-    """The corpus's DEV sources by role, with what is known of each."""
+    """The corpus's sources of one split ("dev", or "check" for the check corpus) by role, with what is known of each.
 
-    def __init__(self, corpus: Path, events: dict[str, str], music: dict[str, dict]):
+    Speech rows that carry `text` / `gender` (the check corpus, benchmarks/checkset_corpus.py) give their own
+    words and gender, and every group with words counts as transcribable English; rows without them (the DEV
+    corpus) get the Warzone / KTuberling words and the `GENDER` table, as before."""
+
+    def __init__(self, corpus: Path, events: dict[str, str], music: dict[str, dict], split: str = "dev"):
         rows = [json.loads(line) for line in (corpus / "sources.jsonl").read_text().splitlines()]
         self.dir = corpus / "sources"
-        dev = [r for r in rows if r["split"] == "dev"]
+        dev = [r for r in rows if r["split"] == split]
         texts = warzone_texts(corpus.parent / "pkgs")
         self.speech: dict[str, list[dict]] = defaultdict(list)
+        self.gender: dict[str, str | None] = dict(GENDER)
+        english = list(ENGLISH)
         for r in dev:
             if r["kind"] != "speech":
+                continue
+            if "text" in r or "gender" in r:  # the corpus knows the words and the gender itself
+                group = r["group"]
+                if r.get("text") and group not in english:
+                    english.append(group)
+                self.gender.setdefault(group, r.get("gender"))
+                self.speech[group].append(dict(r, text=r.get("text")))
                 continue
             # Warzone 2100's voice lines (memressp/: one voice, its words in audio.cfg), taunts and tutorial are
             # different voices
@@ -114,6 +131,7 @@ class Sources:
             elif group == "ktuberling-en":
                 r["text"] = Path(name).stem.split("_")[-1]
             self.speech[group].append(r)
+        self.english = tuple(english)
         self.music = [r for r in dev if r["kind"] == "music"]
         self.music_tags = music
         labelled = {r["uid"]: r.get("event") for r in dev if r.get("event")} | events
@@ -124,17 +142,17 @@ class Sources:
 
 
 def _speech(src: Sources, rng: np.random.Generator, n_len: int, two: bool) -> tuple[np.ndarray, list[dict]]:
-    english = [g for g in ENGLISH if src.speech.get(g)]
-    others = [g for g in src.speech if g not in ENGLISH and len(src.speech[g]) >= 10]
+    english = [g for g in src.english if src.speech.get(g)]
+    others = [g for g in src.speech if g not in src.english and len(src.speech[g]) >= 10]
     pool = english if rng.random() < 0.7 or not others else others
     first = str(rng.choice(pool))
     groups = [first]
     if two:
-        rest = [g for g in [*english, *others] if g != first and GENDER.get(g) != GENDER.get(first)]
+        rest = [g for g in [*english, *others] if g != first and src.gender.get(g) != src.gender.get(first)]
         rest = rest or [g for g in [*english, *others] if g != first]
         groups.append(str(rng.choice(rest)))
     y = np.zeros(n_len, np.float32)
-    speakers = [{"group": g, "gender": GENDER.get(g), "turns": []} for g in groups]
+    speakers = [{"group": g, "gender": src.gender.get(g), "turns": []} for g in groups]
     level = rng.uniform(-26, -17)
     t = int(rng.uniform(0.1, 0.6) * SR)
     turn = 0
@@ -263,12 +281,13 @@ def measure_groups(src: Sources, per_group: int = 12) -> None:
             )
             if np.isfinite(f0).sum() > 5:
                 meds.append(round(float(np.nanmedian(f0))))
-        print(group, len(rows), sorted(meds), GENDER.get(group, "-"))
+        print(group, len(rows), sorted(meds), src.gender.get(group) or "-")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, required=True, help="build_corpus.py's tagger folder (sources.jsonl)")
+    ap.add_argument("--split", default="dev", help='which sources to mix: "dev", or "check" (checkset_corpus.py)')
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--per-domain", type=int, default=6)
     ap.add_argument("--seed", type=int, default=7)
@@ -282,17 +301,19 @@ def main() -> None:
     music = {}
     if a.music:
         music = {r["uid"]: r["tags"] for r in map(json.loads, a.music.read_text().splitlines())}
-    src = Sources(a.corpus, events, music)
+    src = Sources(a.corpus, events, music, a.split)
     if a.measure_groups:
         return measure_groups(src)
     if not src.events:
-        raise SystemExit("no DEV effect has an event class: scan the corpus with training/event_labels.py, or --events")
+        raise SystemExit(
+            f"no {a.split} effect has an event class: scan the corpus with training/event_labels.py, or --events"
+        )
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for d_i, domain in enumerate(DOMAINS):
         for i in range(a.per_domain):
             rng = np.random.default_rng([a.seed, d_i, i])
-            clip_id = f"dev_{domain}_{i:02d}"
+            clip_id = f"{a.split}_{domain}_{i:02d}"
             y, truth = make_clip(src, domain, rng, clip_id)
             sf.write(a.out / f"{clip_id}.wav", y, SR, subtype="PCM_16")
             rows.append(truth)
