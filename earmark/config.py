@@ -47,6 +47,9 @@ class AnalyzeSection(Section):
 
     profile: Literal["embedded", "paper"] = "embedded"
     domain: Literal["probe", "heuristic"] = "probe"  # embedded profile: the learned tagger or the DSP heuristic
+    # embedded profile's `tags` slot: the learned event tagger (AudioSet-named classes, experts/events.py) or the
+    # DSP heuristic's six coarse labels (experts/tags.py)
+    tags: Literal["probe", "heuristic"] = "probe"
     # run only these experts (plus those they need), e.g. ["levels", "acoustics"]; None: the whole profile.
     # Synthesis needs the whole profile's evidence, so a subset is for `build --until analyze`.
     only: list[str] | None = None
