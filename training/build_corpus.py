@@ -1294,7 +1294,7 @@ def main():
         sp = a.splits.split(",") if a.step == "events" and a.splits != ap.get_default("splits") else ["ev_train", "ev_dev"]
         for split, n in (("ev_train", a.n_ev_train), ("ev_dev", a.n_ev_dev)):
             if split in sp and n:
-                mix_events(a.cache, rows, split, n, a.seed + 10)
+                mix_events(a.cache, rows, split, n, a.seed + 10, TAG)
 
 
 if __name__ == "__main__":

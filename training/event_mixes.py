@@ -142,7 +142,7 @@ def make_event_clip(rng, bp: bc.Pools, ep: EventPools, split: str, fold: int | N
         rec.update(bed_src=r["uid"], bed_pkg=r["pkg"], bed_db=round(lvl, 1))
         ref = lvl
     avail = [c for c in classes if c in ep.classes(fold)]
-    k = int(rng.choice([0, 1, 1, 1, 2, 2, 3]))
+    k = int(rng.choice([0, 1, 1, 1, 2, 2, 3])) if avail else 0
     placed = []
     for _ in range(k):
         cls = avail[rng.integers(len(avail))]
@@ -205,10 +205,12 @@ def target_classes(rows: list[dict]) -> list[str]:
     return sorted(c for c, k in n.items() if k >= MIN_TRAIN_FILES)
 
 
-def mix_events(cache: Path, rows: list[dict], split: str, n_clips: int, seed: int) -> None:
-    """Write <cache>/<TAG>/mixes/<split>/*.wav and <split>.jsonl for split "ev_train" or "ev_dev"; every clip has
+def mix_events(cache: Path, rows: list[dict], split: str, n_clips: int, seed: int, tag: str) -> None:
+    """Write <cache>/<tag>/mixes/<split>/*.wav and <split>.jsonl for split "ev_train" or "ev_dev"; every clip has
     its own RNG stream (seed, index), so a clip does not change when others are added."""
     import soundfile as sf
+
+    bc.TAG = tag  # build_corpus run as a script is another module object than the `build_corpus` imported here
     src = "train" if split == "ev_train" else "dev"
     classes = target_classes(rows)
     bp = bc.Pools(cache, rows, src, False)  # speech / music of the split's domain packages; loads any source
@@ -220,7 +222,7 @@ def mix_events(cache: Path, rows: list[dict], split: str, n_clips: int, seed: in
     recs = []
     for i in range(n_clips):
         fold = i % K_FOLDS if split == "ev_train" else None
-        rng = np.random.default_rng([seed, 77, i])
+        rng = np.random.default_rng([seed, 77 if split == "ev_train" else 78, i])  # own streams per split
         mix, rec = make_event_clip(rng, bp, ep, split, fold, classes)
         cid = f"{split}_{i:05d}"
         pcm = (np.clip(mix, -1, 1) * 32767).round().astype(np.int16)

@@ -55,16 +55,19 @@ def load(tdir: Path, split: str) -> list[dict]:
     return [json.loads(line) for line in open(tdir / "mixes" / f"{split}.jsonl")]
 
 
-def features(tdir: Path, split: str, recs: list[dict], shard: tuple[int, int] = (0, 1)):
-    """(X (n_windows, D), clip index per window); D = the probe's v1 + mn1mid features (cached)."""
+def features(tdir: Path, split: str, recs: list[dict], shard: tuple[int, int] = (0, 1), kind: str = "v1+mn1mid"):
+    """(X (n_windows, D), clip index per window); D = the probe's v1 (+ mn1mid) window features (cached)."""
     from train_probe import features_for, musicnn_features_for
 
     if shard[1] > 1:  # only fill the caches for every n-th clip
         sub = [r for i, r in enumerate(recs) if i % shard[1] == shard[0]]
         features_for(tdir, split, sub, [])
-        musicnn_features_for(tdir, split, sub, [], kind=MUSICNN_MID_VERSION)
+        if kind != "v1":
+            musicnn_features_for(tdir, split, sub, [], kind=MUSICNN_MID_VERSION)
         return None, None
     X, _, cidx = features_for(tdir, split, recs, [])
+    if kind == "v1":
+        return X.astype(np.float32), cidx
     M = musicnn_features_for(tdir, split, recs, [], kind=MUSICNN_MID_VERSION)
     return np.concatenate([X, M], axis=1).astype(np.float32), cidx
 
@@ -181,21 +184,21 @@ def file_support(recs: list[dict], cls: str) -> tuple[int, int]:
 
 def train(a) -> None:
     tdir = a.cache / a.tag
-    if a.tiny and not (tdir / "mixes" / "ev_dev.jsonl").exists():
-        for step in ("all", "events"):
-            subprocess.run([sys.executable, str(HERE / "build_corpus.py"), step, "--tiny", "--cache", str(a.cache)],
-                           check=True)
+    if a.tiny and not (tdir / "mixes" / "ev_dev.jsonl").exists():  # download, scan, mix (domain + event mixes)
+        step = "events" if (tdir / "sources.jsonl").exists() else "all"
+        subprocess.run([sys.executable, str(HERE / "build_corpus.py"), step, "--tiny", "--cache", str(a.cache)],
+                       check=True)
     tr, dv = load(tdir, "ev_train"), load(tdir, "ev_dev")
     meta = json.loads((tdir / "mixes" / "ev_train.meta.json").read_text())
     classes, by_file = meta["classes"], set(meta["oof_by_file"])
     if a.cache_shard:
         shard = tuple(int(v) for v in a.cache_shard.split("/"))
-        features(tdir, "ev_train", tr, shard)
-        features(tdir, "ev_dev", dv, shard)
+        features(tdir, "ev_train", tr, shard, a.features)
+        features(tdir, "ev_dev", dv, shard, a.features)
         return
     t0 = time.time()
-    X, cidx = features(tdir, "ev_train", tr)
-    Xd, cidx_d = features(tdir, "ev_dev", dv)
+    X, cidx = features(tdir, "ev_train", tr, kind=a.features)
+    Xd, cidx_d = features(tdir, "ev_dev", dv, kind=a.features)
     log(f"features: train {X.shape}, dev {Xd.shape} ({time.time() - t0:.0f} s)")
     Y, Yd = targets(tr, classes), targets(dv, classes)
     fold = np.asarray([tr[i]["fold"] for i in cidx])
@@ -245,7 +248,8 @@ def train(a) -> None:
     a.out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(wpath, **arrays)
     doc = {
-        "label_set": LABEL_SET, "feature_version": FEATURE_VERSION_MUSICNN_MID, "weights": wpath.name,
+        "label_set": LABEL_SET, "weights": wpath.name,
+        "feature_version": FEATURE_VERSION_MUSICNN_MID if a.features != "v1" else "v1",
         "weights_sha256": hashlib.sha256(wpath.read_bytes()).hexdigest(),
         "trained": time.strftime("%Y-%m-%d %H:%M"), "seed": a.seed, "hidden": a.hidden,
         "precision_bar": PRECISION_BAR, "min_oof_hits": MIN_OOF_HITS,
@@ -256,10 +260,34 @@ def train(a) -> None:
         "classes": out_classes,
     }
     cpath.write_text(json.dumps(doc, indent=1))
+    md = report_markdown(doc)
+    (tdir / ("events_report_tiny.md" if a.tiny else "events_report.md")).write_text(md + "\n")
+    print(md)
     n_ev = sum(c["in_evidence"] for c in out_classes)
     n_dev = sum(c["in_evidence"] and (c["dev"]["precision"] or 0) >= PRECISION_BAR for c in out_classes)
     log(f"wrote {wpath} ({wpath.stat().st_size / 1e6:.2f} MB) and {cpath}: {len(classes)} classes, {n_ev} in "
         f"evidence (OOF), {n_dev} of them with DEV precision >= {PRECISION_BAR}")
+
+
+def report_markdown(doc: dict) -> str:
+    """The per-class table of a class file: OOF (TRAIN, by package) and DEV precision / recall at the threshold."""
+
+    def f(v):
+        return "–" if v is None else f"{v:.2f}"
+
+    rows = ["| class | in evidence | threshold | OOF P | OOF R | DEV P | DEV R | DEV positive windows | DEV files / "
+            "packages | TRAIN files / packages |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in sorted(doc["classes"], key=lambda c: (not c["in_evidence"], -(c["dev"]["precision"] or 0), c["name"])):
+        o, d = c["oof"], c["dev"]
+        rows.append(f"| {c['name']} | {'yes' if c['in_evidence'] else 'no'} | {c['threshold']:.2f} | "
+                    f"{f(o['precision'])} | {f(o['recall'])} | {f(d['precision'])} | {f(d['recall'])} | "
+                    f"{d['positives']} | {d['files']} / {d['packages']} | {c['train_files']} / {c['train_packages']} |")
+    ev = [c for c in doc["classes"] if c["in_evidence"]]
+    ok = [c for c in ev if (c["dev"]["precision"] or 0) >= doc["precision_bar"] and c["dev"]["hits"] > 0]
+    rows.append("")
+    rows.append(f"{len(doc['classes'])} classes; {len(ev)} in evidence (OOF precision >= {doc['precision_bar']} with "
+                f">= {doc['min_oof_hits']} hits); {len(ok)} of them reach DEV precision >= {doc['precision_bar']}.")
+    return "\n".join(rows)
 
 
 def main():
@@ -271,6 +299,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-shard", default="", metavar="I/N", help="only fill the feature cache, shard I of N")
+    ap.add_argument("--features", choices=("v1+mn1mid", "v1"), default="v1+mn1mid",
+                    help="window features (v1 alone: an ablation, not for shipping)")
     ap.add_argument("--tiny", action="store_true")
     a = ap.parse_args()
     a.tag = a.tag or ("tagger-tiny" if a.tiny else "tagger")

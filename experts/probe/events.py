@@ -72,10 +72,13 @@ class EventTagger:
             i += 1
         self.names = [c["name"] for c in self.meta["classes"]]
         if self.layers[-1][0].shape[1] != len(self.names):
-            raise EventModelMismatch(f"{Path(weights).name} has {self.layers[-1][0].shape[1]} outputs, the class "
-                                     f"file {len(self.names)} classes")
-        self.curves = [(np.asarray(c["calibration"]["x"]), np.asarray(c["calibration"]["y"]))
-                       for c in self.meta["classes"]]
+            raise EventModelMismatch(
+                f"{Path(weights).name} has {self.layers[-1][0].shape[1]} outputs, the class "
+                f"file {len(self.names)} classes"
+            )
+        self.curves = [
+            (np.asarray(c["calibration"]["x"]), np.asarray(c["calibration"]["y"])) for c in self.meta["classes"]
+        ]
         self.feature_version = str(self.meta["feature_version"])
 
     def raw(self, X: np.ndarray) -> np.ndarray:
