@@ -1053,7 +1053,11 @@ def event_truth(placed: list[dict], scale: float, others: dict[str, np.ndarray],
         wins = []
         for a, b in window_bounds(n):
             f0, f1 = a // 320, max(a // 320 + 1, b // 320)
-            wins.append(_tri(int(sal[f0:f1].sum()), int(aud[f0:f1].sum()), SAL_WIN_FRAMES))
+            # a short event (a beep, a shot, a click) is salient when most of it is: >= half of its frames above
+            # the floor in this window, at least 40 ms; a longer one needs the 200 ms of window_labels()
+            need = min(SAL_WIN_FRAMES, max(2, int(np.ceil(0.5 * base[f0:f1].sum()))))
+            ns, na = int(sal[f0:f1].sum()), int(aud[f0:f1].sum())
+            wins.append(1 if ns >= need else (-1 if na >= 2 else 0))
         spans, i = [], 0
         while i < len(sal):
             if sal[i]:

@@ -83,8 +83,8 @@ def targets(recs: list[dict], classes: list[str]) -> np.ndarray:
 
 
 def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
-            dropout: float = 0.3, patience: int = 6):
-    """Masked multi-label BCE, torch on one thread; early stopping on (Xv, Yv). Returns [(W, b), ...]."""
+            dropout: float = 0.5, patience: int = 8, pos_weight: float = 5.0):
+    """Masked multi-label BCE (positives weighted), torch; early stopping on (Xv, Yv). Returns [(W, b), ...]."""
     import torch
     from torch import nn
 
@@ -95,10 +95,11 @@ def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3,
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd)
     xt, yt = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
     xv, yv = torch.from_numpy(Xv), torch.from_numpy(Yv.astype(np.float32))
+    pw = torch.full((Y.shape[1],), float(pos_weight))  # events are rare (~1 % of windows per class)
 
     def mloss(z, y):
         m = (y >= 0).float()
-        loss = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none")
+        loss = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none", pos_weight=pw)
         return (loss * m).sum() / m.sum().clamp(min=1)
 
     best, bad = (1e9, None, 0), 0
