@@ -53,6 +53,9 @@ class AnalyzeSection(Section):
 
     profile: Literal["embedded", "paper"] = "embedded"
     domain: Literal["probe", "heuristic"] = "probe"  # embedded profile: the learned tagger or the DSP heuristic
+    # embedded profile: the learned event tagger (AudioSet-named classes, table `events`, experts/events.py) beside
+    # the coarse DSP sound labels of `tags` (experts/tags.py)
+    events: bool = True
     # run only these experts (plus those they need), e.g. ["levels", "acoustics"]; None: the whole profile.
     # Synthesis needs the whole profile's evidence, so a subset is for `build --until analyze`.
     only: list[str] | None = None

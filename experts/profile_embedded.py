@@ -1,7 +1,9 @@
 """The embedded (offline, CPU) profile: every slot's offline default, in dependency order.
 
 The domain decision is the learned tagger (experts/domain_probe.py) unless `analyze.domain = "heuristic"`
-selects the older DSP heuristic (experts/domain.py), kept for comparison.
+selects the older DSP heuristic (experts/domain.py), kept for comparison. Beside the coarse DSP sound labels
+(`tags`, experts/tags.py) the learned event tagger names AudioSet classes (`events`, experts/events.py) unless
+`analyze.events = false`.
 Speech experts run on every clip and skip (with a reason) where VAD found no speech; the music experts
 skip clips whose domain decision has no music; acoustics runs on all clips.
 """
@@ -23,6 +25,7 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.diarize import ResemblyzerDiarizationExpert
     from earmark.experts.domain import HeuristicDomainExpert
     from earmark.experts.domain_probe import LearnedDomainExpert
+    from earmark.experts.events import LearnedEventsExpert
     from earmark.experts.levels import LevelsExpert
     from earmark.experts.music import HPSSSeparationExpert, LibrosaMusicExpert
     from earmark.experts.quality import DNSMOSExpert
@@ -40,6 +43,7 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
         ResemblyzerDiarizationExpert(),
         PitchSpeakerAttributesExpert(),
         CoarseTagsExpert(),
+        *([LearnedEventsExpert()] if cfg.events else []),
         HPSSSeparationExpert(),
         LibrosaMusicExpert(),
         RoomAcousticsExpert(),

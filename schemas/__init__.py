@@ -43,6 +43,7 @@ TABLES: dict[str, type[Record]] = {
     "levels": AcousticProfile,
     "domain": DomainDecision,
     "tags": SoundEvents,
+    "events": SoundEvents,  # the learned event tagger's AudioSet-named classes (embedded profile)
     "diarization": Diarization,
     "speakers": SpeakerAttributes,
     "asr_check": TranscriptCheck,

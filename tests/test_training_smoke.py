@@ -7,6 +7,7 @@ trains and calibrates its heads."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -62,3 +63,26 @@ def test_music_tag_training_runs_on_a_tiny_render_set_and_leaves_the_shipped_hea
     assert doc["tags"] and all(set(t) >= {"tag", "group", "in_evidence", "cal", "dev"} for t in doc["tags"])
     assert "| tag | group | in evidence |" in out.stdout
     assert _sha(shipped) == before
+
+
+EVENTS_SHIPPED = ROOT / "experts" / "probe" / "events_weights.npz"
+
+
+def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(tmp_path):
+    """training/train_events.py --tiny: the tiny corpus with 6 small event packages (3 TRAIN, 3 DEV), 48 + 12
+    event mixes, fold models, calibration, thresholds, final model, DEV report -- into the cache only."""
+    before = _sha(EVENTS_SHIPPED)
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "training" / "train_events.py"), "--tiny", "--cache", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    tiny = tmp_path / "tagger-tiny"
+    meta = json.loads((tiny / "events_classes_tiny.json").read_text())
+    assert meta["weights_sha256"] == _sha(tiny / "events_weights_tiny.npz")
+    assert len(meta["classes"]) >= 3 and all(0 < c["threshold"] < 1 for c in meta["classes"])
+    recs = [json.loads(line) for line in open(tiny / "mixes" / "ev_dev.jsonl")]
+    assert len(recs) == 12 and all("events" in r and "class_windows" in r for r in recs)
+    assert _sha(EVENTS_SHIPPED) == before

@@ -40,6 +40,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from event_labels import NO_LABEL_RE, PACKAGE_RULES, event_label  # noqa: E402
+
 from earmark.experts.probe.windows import DOMAINS, SR, domain_code, domain_flags, window_bounds  # noqa: E402
 
 FORBIDDEN = re.compile(
@@ -104,6 +106,40 @@ TINY_PACKAGES = ["gcin-voice", "oxygen-sounds", "sonic-pi-samples",             
                  "ktuberling-data", "frozen-bubble-data", "psi-plus-sounds", "lbreakout2-data"]  # dev
 
 TUXPAINT_DEV_LANGS = {"es", "ro", "bg", "el", "da"}
+# ---------------- Event-tagger packages (e1): labelled event sources of the learned sound-event tagger
+# (event_labels.py labels their files by path; event_mixes.py mixes them; train_events.py trains on them). They are
+# used only by the event mixes (ev_train, ev_dev) and never by the domain mixes (train / train2 / hold / dev), which
+# therefore stay bit-identical; a file identical to one of the packages above is dropped here, not there.
+EVENT_PACKAGES: dict[str, str] = {
+    # TRAIN
+    "0ad-data": "train", "widelands-data": "train", "searchandrescue-data": "train", "btanks-data": "train",
+    "triplea": "train", "etw-data": "train", "bucklespring-data": "train", "workrave-data": "train",
+    "caveexpress-data": "train", "madbomber-data": "train", "ardentryst": "train", "qabcs-data": "train",
+    "brainparty-data": "train", "enigma-data": "train", "pekka-kana-2-data": "train", "powermanga-data": "train",
+    "ukui-media": "train", "micropolis-data": "train", "flobopuyo": "train",
+    "sdl-ball-data": "train", "neverball-common": "train", "dustracing2d-data": "train", "flare-game": "train",
+    "warmux-data": "train", "endless-sky-data": "train", "cube2-data": "train", "hyperrogue-music": "train",
+    "wordwarvi-sound": "train", "crossfire-client": "train", "overgod-data": "train",
+    "excellent-bifurcation": "train", "titanion-data": "train", "tuxmath-data": "train", "sumo-tools": "train",
+    "freedroid-data": "train",
+    # DEV (reported on only)
+    "scratch": "dev", "gcompris-qt-data": "dev", "lugaru-data": "dev", "plee-the-bear-data": "dev",
+    "mazeofgalious-data": "dev", "icebreaker": "dev", "orage-data": "dev", "xemacs21-basesupport": "dev",
+    "gl-117-data": "dev", "moon-lander-data": "dev", "seahorse-adventures": "dev", "simutrans-pak64": "dev",
+    "tuxpaint-plugins-default": "dev", "tworld-data": "dev", "bambam": "dev", "circuslinux-data": "dev",
+    "minetest-mod-homedecor": "dev", "acm": "dev", "gnome-shell-pomodoro-data": "dev",
+    "heroes-sound-effects": "dev", "tuxpaint-data": "dev", "whichwayisup": "dev", "abe-data": "dev",
+    "bzflag-data": "dev", "ceferino-data": "dev", "gamine-data": "dev", "gemdropx": "dev", "jag": "dev",
+    "lmarbles": "dev", "mirrormagic-data": "dev", "pushover": "dev", "qgo": "dev", "solarwolf": "dev",
+    "chuck-data": "dev", "tuxfootball": "dev",
+}
+PACKAGES.update(EVENT_PACKAGES)
+TINY_PACKAGES += ["ukui-media", "micropolis-data", "bucklespring-data",  # event tagger: train
+                  "orage-data", "gl-117-data", "moon-lander-data"]       # dev
+# folders of event packages that hold music, voices or instruments (never an sfx source)
+EVENT_SKIP_RE = re.compile(r"/(music|musics|bgm|tunes|songs?|voices?|voice|speech|words|vocals|instruments?|"
+                           r"percussion|music loops|scale|ingame|menu|npcs|explore_world_music|melody|chronos|"
+                           r"handheld_console|title-screen|bonus|tutorial|civ)/")
 
 AUDIO_EXT = (".ogg", ".wav", ".flac", ".opus", ".oga", ".mp3", ".it", ".s3m", ".xm", ".mod", ".wv")
 
@@ -176,6 +212,8 @@ def classify(pkg: str, rel: str) -> tuple[str, str, str, str] | None:
     """Return (kind, split, group, tag) or None (= excluded as ambiguous / unusable).
 
     kind in {speech, music, sfx, drumhit}; tag in {"", loop, alert, bed}."""
+    if pkg in EVENT_PACKAGES:
+        return classify_event_pkg(pkg, rel)
     low = rel.lower()
     name = low.rsplit("/", 1)[-1]
     stem = name.rsplit(".", 1)[0]
@@ -342,6 +380,24 @@ def classify(pkg: str, rel: str) -> tuple[str, str, str, str] | None:
     return "sfx", split, pkg, tag
 
 
+def classify_event_pkg(pkg: str, rel: str) -> tuple[str, str, str, str] | None:
+    """A file of an event-tagger package is an sfx source when its path labels an event class, or when it is a
+    plain unlabelled effect (an "other sound" of the event mixes); music, voices and UI jingles are excluded."""
+    from event_labels import words
+    split = EVENT_PACKAGES[pkg]
+    if event_label(pkg, rel):
+        return "sfx", split, pkg, ""
+    low = "/" + rel.lower()
+    stem, folder = words(rel)
+    only = PACKAGE_RULES.get(pkg, {}).get("only")
+    if (EVENT_SKIP_RE.search(low) or SFX_EXCLUDE_RE.search(stem.replace(" ", "")) or NO_LABEL_RE.search(stem)
+            or NO_LABEL_RE.search(folder) or (only and pkg != "0ad-data" and not re.search(only, low[1:]))
+            or (pkg == "0ad-data" and not low.startswith(("/audio/actor", "/audio/attack", "/audio/resource",
+                                                          "/audio/ambient")))):
+        return None
+    return "sfx", split, pkg, ""
+
+
 def iter_package_audio(root: Path):
     """Yield (relpath, loader) for audio files and audio members of zip containers."""
     for f in sorted(root.rglob("*")):
@@ -350,11 +406,17 @@ def iter_package_audio(root: Path):
         low = f.name.lower()
         if low.endswith(AUDIO_EXT):
             yield str(f.relative_to(root)), ("file", str(f))
-        elif low.endswith((".pk3", ".wz")) or (low == "data.zip" and "trigger-rally" in str(f)):
+        elif low.endswith((".pk3", ".wz")) or (low == "data.zip" and "trigger-rally" in str(f)) or (
+                low == "public.zip" and "0ad-data" in str(f)):
             with zipfile.ZipFile(f) as z:
                 for n in sorted(z.namelist()):
                     if n.lower().endswith(AUDIO_EXT):
                         yield n, ("zip", str(f), n)
+        elif low.endswith(".rcc"):  # Qt resource bundles (GCompris)
+            from rcc import rcc_files
+            for n, _ in sorted(rcc_files(f)):
+                if n.lower().endswith(AUDIO_EXT):
+                    yield n, ("rcc", str(f), n)
 
 
 def _decode_bytes_ffmpeg(data: bytes | None, path: str | None) -> np.ndarray:
@@ -370,6 +432,11 @@ def decode(loader) -> np.ndarray:
     if loader[0] == "zip":
         with zipfile.ZipFile(loader[1]) as z:
             data = z.read(loader[2])
+        src = io.BytesIO(data)
+        path = None
+    elif loader[0] == "rcc":
+        from rcc import rcc_files
+        data = next(b for n, b in rcc_files(loader[1]) if n == loader[2])
         src = io.BytesIO(data)
         path = None
     else:
@@ -477,7 +544,7 @@ def scan(cache: Path, packages: list[str], jobs: int = 2) -> list[dict]:
             kind, split, group, tag = c
             uid = hashlib.sha1(f"{pkg}:{rel}".encode()).hexdigest()[:16]
             row = {"uid": uid, "pkg": pkg, "path": rel, "kind": kind, "split": split,
-                   "group": group, "tag": tag}
+                   "group": group, "tag": tag, "event": event_label(pkg, rel) if kind == "sfx" else None}
             out = sdir / f"{uid}.npy"
             meta = sdir / f"{uid}.json"
             if meta.exists():
@@ -511,7 +578,8 @@ def scan(cache: Path, packages: list[str], jobs: int = 2) -> list[dict]:
     rows = keep
     # de-duplicate identical audio (e.g. the same effect shipped twice)
     seen, uniq = {}, []
-    for r in sorted(rows, key=lambda r: (r["split"] != "dev", r["pkg"] in EXTRA_PACKAGES, r["uid"])):
+    for r in sorted(rows, key=lambda r: (r["pkg"] in EVENT_PACKAGES, r["split"] != "dev", r["pkg"] in EXTRA_PACKAGES,
+                                         r["uid"])):
         key = (r["kind"], round(r["duration"], 2), r["active_db"])
         if key in seen:
             excluded.append({"pkg": r["pkg"], "path": r["path"], "why": "duplicate"})
@@ -601,11 +669,13 @@ def make_espeak(cache: Path, n: int, seed: int = 123) -> None:
 
 # --------------------------------------------------------------------------- mixing
 class Pools:
-    def __init__(self, cache: Path, rows: list[dict], split: str, use_espeak: bool, extra: bool = False):
+    def __init__(self, cache: Path, rows: list[dict], split: str, use_espeak: bool, extra: bool = False,
+                 events: bool = False):
         self.sdir = cache / TAG / "sources"
         self.by = {}
         for r in rows:
-            if r["split"] != split or (not extra and r["pkg"] in EXTRA_PACKAGES):
+            if r["split"] != split or (not extra and r["pkg"] in EXTRA_PACKAGES) or (
+                    not events and r["pkg"] in EVENT_PACKAGES):
                 continue
             self.by.setdefault(r["kind"], {}).setdefault(r["group"], []).append(r)
         self.espeak = sorted((cache / TAG / "espeak").glob("tts_*.npy")) if use_espeak else []
@@ -795,22 +865,30 @@ def synth_beep(rng):
     return np.concatenate(out)
 
 
-def events_track(rng, pools: Pools, n, alert_bias, synth_beeps):
+def events_track(rng, pools: Pools, n, alert_bias, synth_beeps, events: list | None = None):
+    """The sound-events stem of a domain mix. With `events` (a list), each placed event is appended to it as
+    {"row": source row or None (synthetic beep), "start": sample, "x": its samples as placed}: the RNG draws are
+    the same either way, so recording the events does not change the audio."""
     y = np.zeros(n, np.float32)
     if rng.random() < 0.25 and pools.beds:
         r = pools.beds[rng.integers(len(pools.beds))]
         y += _tile(pools.load(r["uid"]), n, rng)
+        if events is not None:
+            events.append({"row": r, "start": 0, "x": y.copy()})
         return y
     k = int(rng.choice([1, 1, 2, 2, 3, 4, 6]))
     sfx = pools.by["sfx"]
     for _ in range(k):
         u = rng.random()
+        r = None
         if u < alert_bias * 0.5 and synth_beeps:
             x = synth_beep(rng)
         elif u < alert_bias and pools.alerts:
-            x = pools.load(pools.pick(rng, pools.alerts)["uid"])
+            r = pools.pick(rng, pools.alerts)
+            x = pools.load(r["uid"])
         else:
-            x = pools.load(pools.pick(rng, sfx)["uid"])
+            r = pools.pick(rng, sfx)
+            x = pools.load(r["uid"])
         maxlen = int(rng.uniform(0.3, 6.0) * SR)
         if len(x) > maxlen:
             o = int(rng.integers(0, len(x) - maxlen + 1))
@@ -822,6 +900,8 @@ def events_track(rng, pools: Pools, n, alert_bias, synth_beeps):
         p = int(rng.integers(0, max(1, n - min(len(x), n) // 2)))
         kk = min(len(x), n - p)
         y[p:p + kk] += x[:kk]
+        if events is not None and kk > 0:
+            events.append({"row": r, "start": p, "x": x[:kk].copy()})
     return y
 
 
@@ -947,6 +1027,68 @@ def window_labels(stems: dict[str, np.ndarray], noise: np.ndarray):
             "frames": {"sal": fs, "aud": fa, "clip_sal": cs.tolist(), "clip_aud": ca.tolist()}}
 
 
+def event_truth(placed: list[dict], scale: float, others: dict[str, np.ndarray], noise: np.ndarray) -> list[dict]:
+    """The ground truth of every placed event: its class (None: an unlabelled effect), source, start / end time and,
+    per 2 s window, whether it is salient (1), audible only (-1) or inaudible (0) by the rule of window_labels() with
+    the speech, music and every other event as the competing stems; `salient_s` lists the spans (s) where it is
+    salient. `scale` is the gain applied to the events stem after placing (level, final gain)."""
+    n = len(noise)
+    if not placed:
+        return []
+    stems = []
+    for ev in placed:
+        s = np.zeros(n, np.float32)
+        s[ev["start"]: ev["start"] + len(ev["x"])] = ev["x"][: n - ev["start"]] * scale
+        stems.append(s)
+    total = np.sum(stems, axis=0)
+    ndb = frame_db(noise)
+    odb = [frame_db(v) for v in others.values()]
+    out = []
+    for ev, s in zip(placed, stems):
+        d = frame_db(s)
+        rest = frame_db(total - s)
+        other = np.max(odb + [rest, ndb], axis=0)
+        base = (d > ACT_ABS_DB) & (d > ndb + ACT_NOISE_DB)
+        aud, sal = base & (d > other - ACT_REL_DB), base & (d > other - SAL_REL_DB)
+        wins = []
+        for a, b in window_bounds(n):
+            f0, f1 = a // 320, max(a // 320 + 1, b // 320)
+            # a short event (a beep, a shot, a click) is salient when most of it is: >= half of its frames above
+            # the floor in this window, at least 40 ms; a longer one needs the 200 ms of window_labels()
+            need = min(SAL_WIN_FRAMES, max(2, int(np.ceil(0.5 * base[f0:f1].sum()))))
+            ns, na = int(sal[f0:f1].sum()), int(aud[f0:f1].sum())
+            wins.append(1 if ns >= need else (-1 if na >= 2 else 0))
+        spans, i = [], 0
+        while i < len(sal):
+            if sal[i]:
+                j = i
+                while j < len(sal) and sal[j]:
+                    j += 1
+                if j - i >= 5:  # >= 100 ms
+                    spans.append([round(i * 0.02, 2), round(j * 0.02, 2)])
+                i = j
+            else:
+                i += 1
+        r = ev["row"]
+        out.append({"class": r.get("event") if r else "Beep, bleep", "src": r["uid"] if r else "synth",
+                    "pkg": r["pkg"] if r else None, "path": r["path"] if r else None,
+                    "start_s": round(ev["start"] / SR, 3), "end_s": round((ev["start"] + len(ev["x"])) / SR, 3),
+                    "windows": wins, "salient_s": spans})
+    return out
+
+
+def class_windows(events: list[dict], n_windows: int) -> dict[str, list[int]]:
+    """Per event class, per window: 1 if an event of the class is salient there, else -1 if one is audible, else 0."""
+    out: dict[str, list[int]] = {}
+    for e in events:
+        if not e["class"]:
+            continue
+        w = out.setdefault(e["class"], [0] * n_windows)
+        for i, v in enumerate(e["windows"]):
+            w[i] = 1 if (w[i] == 1 or v == 1) else (-1 if (w[i] == -1 or v == -1) else 0)
+    return out
+
+
 # mixing-level recipes. "m3": the broad TRAIN recipe (unchanged since m3, so the cached
 # features stay valid); "r4": realistic levels for DEV (and the dev-like TRAIN-source holdout):
 # background music 6-18 dB under the speech (15 %: 0-6 dB), events -12...+3 dB re speech.
@@ -994,8 +1136,9 @@ def make_clip(rng, pools: Pools, target: str, split: str, recipe: str = "m3"):
         stems["music"] = set_level(x, lvl)
         rec.update(music_src=src, music_db=round(lvl, 1))
         ref = lvl if ref is None else ref
+    placed, ev_scale = [], 1.0
     if a:
-        x = events_track(rng, pools, n, alert_bias=0.3 if not train else 0.35, synth_beeps=train)
+        x = events_track(rng, pools, n, alert_bias=0.3 if not train else 0.35, synth_beeps=train, events=placed)
         if s:
             lvl = ref + rng.uniform(*R["sound_re_speech"])
         elif m:
@@ -1003,6 +1146,8 @@ def make_clip(rng, pools: Pools, target: str, split: str, recipe: str = "m3"):
         else:
             lvl = rng.uniform(-36, -10)
         stems["sound"] = set_level(x, lvl)
+        cur = active_rms_db(x)
+        ev_scale = db2amp(lvl - cur) if cur >= -100 else 1.0
         rec["sound_db"] = round(lvl, 1)
     content = sum(stems.values())
     if target == "000":
@@ -1036,6 +1181,9 @@ def make_clip(rng, pools: Pools, target: str, split: str, recipe: str = "m3"):
     mix = mix * gain
     stems = {k: v * gain for k, v in stems.items()}
     lab = window_labels(stems, noise * gain)
+    # the ground truth of each sound event (class, source, times, salience per window); the audio is unchanged
+    rec["events"] = event_truth(placed, ev_scale * gain, {"speech": stems["speech"], "music": stems["music"]},
+                                noise * gain)
     clip3 = [int(any(w[i] for w in lab["windows_m3"])) for i in range(3)]
     rec["code_m3"] = domain_code(*map(bool, clip3))
     rec["recipe"] = recipe
@@ -1101,7 +1249,7 @@ def mix_split(cache: Path, rows, split: str, n_per_domain: int, seed: int, use_e
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("step", choices=["download", "scan", "espeak", "mix", "all"])
+    ap.add_argument("step", choices=["download", "scan", "espeak", "mix", "events", "all"])
     ap.add_argument("--cache", type=Path, default=Path(os.environ.get("EARMARK_DATA_CACHE", "/work/data-cache")))
     ap.add_argument("--n-train", type=int, default=6400, help="train clips in total (split over 8 domains)")
     ap.add_argument("--n-dev", type=int, default=16, help="dev clips per domain")
@@ -1113,12 +1261,18 @@ def main():
     ap.add_argument("--seed", type=int, default=20240501)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--tiny", action="store_true", help="few packages, few clips (CI smoke run)")
+    ap.add_argument("--n-ev-train", type=int, default=4800, help="event-tagger TRAIN mixes (step events)")
+    ap.add_argument("--n-ev-dev", type=int, default=960, help="event-tagger DEV mixes (step events)")
+    ap.add_argument("--tag", default=None, help="cache sub-folder (default tagger, tagger-tiny with --tiny)")
     a = ap.parse_args()
+    global TAG
+    if a.tag:
+        TAG = a.tag
     pk = TINY_PACKAGES if a.tiny else list(PACKAGES)
     if a.tiny:
         a.n_train, a.n_dev, a.n_espeak, a.n_hold, a.n_train2 = 80, 2, 20, 2, 0
-        global TAG
-        TAG = "tagger-tiny"
+        a.n_ev_train, a.n_ev_dev = 48, 12
+        TAG = a.tag or "tagger-tiny"
     if a.step in ("download", "all"):
         download_and_extract(a.cache, pk)
     if a.step in ("scan", "all"):
@@ -1138,6 +1292,13 @@ def main():
                       recipe="r4", mode="strict")
         if "dev" in sp:     # realistic, unambiguous, DEV sources only, no generated speech
             mix_split(a.cache, rows, "dev", a.n_dev, a.seed + 1, False, recipe="r4", mode="strict")
+    if a.step in ("events", "all"):  # the event tagger's labelled mixes (event_mixes.py)
+        from event_mixes import mix_events
+        rows = [json.loads(line) for line in open(a.cache / TAG / "sources.jsonl")]
+        sp = a.splits.split(",") if a.step == "events" and a.splits != ap.get_default("splits") else ["ev_train", "ev_dev"]
+        for split, n in (("ev_train", a.n_ev_train), ("ev_dev", a.n_ev_dev)):
+            if split in sp and n:
+                mix_events(a.cache, rows, split, n, a.seed + 10, TAG)
 
 
 if __name__ == "__main__":

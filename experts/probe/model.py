@@ -28,11 +28,13 @@ the `musicnn` wheel's MTT_musicnn checkpoint files (installed with --no-deps; Te
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import importlib.util
 import json
 import os
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -502,16 +504,51 @@ class Tagger:
 
 _LOCK = threading.Lock()
 _STATE: dict = {}
+FEATURE_CACHE_SIZE = 64  # clips whose window features stay in memory (a shard's experts run clip by clip)
+_FEATURES: OrderedDict[tuple[str, str], tuple[np.ndarray, list]] = OrderedDict()
+_FEATURE_STATS = {"hits": 0, "misses": 0}
+
+
+def extractor() -> FeatureExtractor:
+    """The process's one feature extractor (Whisper, Silero VAD, DSP, musicnn), loaded on first use."""
+    with _LOCK:
+        if _STATE.get("fx") is None:
+            _STATE["fx"] = FeatureExtractor()
+        return _STATE["fx"]
+
+
+def clip_features(x: np.ndarray, musicnn: str | None = None) -> tuple[np.ndarray, list]:
+    """(features (n_windows, D), window bounds) of one clip, from a per-process cache keyed by the clip's content
+    hash and the feature kind: the domain tagger and the event tagger read the same Whisper / musicnn pass."""
+    x = np.ascontiguousarray(np.asarray(x, dtype=np.float32).reshape(-1))
+    key = (hashlib.sha1(x.tobytes()).hexdigest(), musicnn or "")
+    with _LOCK:
+        if key in _FEATURES:
+            _FEATURES.move_to_end(key)
+            _FEATURE_STATS["hits"] += 1
+            return _FEATURES[key]
+        _FEATURE_STATS["misses"] += 1
+    out = extractor().extract(x, musicnn=musicnn)
+    with _LOCK:
+        _FEATURES[key] = out
+        while len(_FEATURES) > FEATURE_CACHE_SIZE:
+            _FEATURES.popitem(last=False)
+    return out
+
+
+def feature_cache_stats() -> dict[str, int]:
+    """Hits and misses of clip_features() in this process (tests and the cost benchmark read it)."""
+    with _LOCK:
+        return dict(_FEATURE_STATS)
 
 
 def _get(weights: Path | None = None, cnn_weights: Path | None = CNN_WEIGHTS, decision: Path | None = DECISION):
+    fx = extractor()
     with _LOCK:
         key = (str(weights or WEIGHTS), str(cnn_weights), str(decision))
         if key not in _STATE:
-            if _STATE.get("fx") is None:
-                _STATE["fx"] = FeatureExtractor()
             _STATE[key] = Tagger(weights, cnn_weights, decision)
-        return _STATE["fx"], _STATE[key]
+        return fx, _STATE[key]
 
 
 def decide(clip_p: np.ndarray, thresholds: dict) -> str:
@@ -545,7 +582,7 @@ def tag_clip(
     fx, tg = _get(weights, cnn_weights, decision)
     x = np.asarray(samples_16k, dtype=np.float32).reshape(-1)
     fv = tg.mlp.feature_version
-    X, bounds = fx.extract(x, musicnn=fv.split("+", 1)[1] if "+" in fv else None)
+    X, bounds = clip_features(x, musicnn=fv.split("+", 1)[1] if "+" in fv else None)
     mw = mel_windows(logmel(x), bounds) if tg.cnn is not None else None
     p, p_mlp, p_cnn = tg.window_probs(X, mw)
     clip_p = tg.clip(p, p_mlp, p_cnn)
@@ -564,4 +601,4 @@ def tag_clip(
     }
 
 
-__all__ = ["tag_clip", "Tagger", "FeatureExtractor", "MLP", "CNN", "DOMAINS", "window_bounds"]
+__all__ = ["tag_clip", "clip_features", "Tagger", "FeatureExtractor", "MLP", "CNN", "DOMAINS", "window_bounds"]

@@ -1,0 +1,131 @@
+"""The learned sound-event tagger (inference): AudioSet-named event classes per 2 s window, numpy only.
+
+    from earmark.experts.probe.events import tag_events, load_classes
+    out = tag_events(samples_16k)   # {"windows": [{"start_s", "end_s", "probs": {class: p}}], "clip": {class: p}}
+    load_classes()                  # the class file: per class its AudioSet name, in_evidence flag, threshold, P / R
+
+It reads the domain tagger's window features (experts/probe/model.py: Whisper tiny.en encoder pooled, Silero VAD,
+DSP, musicnn mid-end; `clip_features` caches them per process by the clip's content hash, so after the domain
+expert this costs one small MLP forward pass) and gives, per window and class, a probability calibrated on the
+TRAIN packages' out-of-fold windows (isotonic, training/train_events.py): P(an event of that class is salient in
+the window). A class states an event only at or above its `threshold`, and only when `in_evidence` (its
+measured precision reached the bar); both are in the class file, whose `weights_sha256` ties it to the weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+EVENT_WEIGHTS = HERE / "events_weights.npz"
+EVENT_CLASSES = HERE / "events_classes.json"
+LABEL_SET = "earmark-events-v1"
+
+
+class EventModelMismatch(RuntimeError):
+    """The class file does not belong to the weights next to it (a stale or hand-edited file)."""
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@cache
+def events_id() -> str:
+    """A short sha over the shipped event weights and class file: a new model changes the `tags` shard keys."""
+    h = hashlib.sha256()
+    for path in (EVENT_WEIGHTS, EVENT_CLASSES):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def load_classes(path: Path = EVENT_CLASSES) -> dict:
+    """The class file (see training/train_events.py): label_set, feature_version, weights_sha256 and `classes`,
+    a list of {name, in_evidence, threshold, calibration {x, y}, oof / dev precision and recall, ...}."""
+    return json.loads(Path(path).read_text())
+
+
+class EventTagger:
+    """Standardise -> ReLU layers -> one sigmoid per class -> per-class isotonic calibration."""
+
+    def __init__(self, weights: Path = EVENT_WEIGHTS, classes: Path = EVENT_CLASSES):
+        self.meta = load_classes(classes)
+        sha = file_sha256(weights)
+        if self.meta.get("weights_sha256") != sha:
+            raise EventModelMismatch(
+                f"{Path(classes).name} was written for weights with sha256 {self.meta.get('weights_sha256')}, but "
+                f"{Path(weights).name} has {sha}: re-run training/train_events.py (it writes both)"
+            )
+        z = np.load(weights, allow_pickle=False)
+        self.mu, self.sd = z["mu"].astype(np.float32), z["sd"].astype(np.float32)
+        self.layers = []
+        i = 0
+        while f"W{i}" in z:
+            self.layers.append((z[f"W{i}"].astype(np.float32), z[f"b{i}"].astype(np.float32)))
+            i += 1
+        self.names = [c["name"] for c in self.meta["classes"]]
+        if self.layers[-1][0].shape[1] != len(self.names):
+            raise EventModelMismatch(
+                f"{Path(weights).name} has {self.layers[-1][0].shape[1]} outputs, the class "
+                f"file {len(self.names)} classes"
+            )
+        self.curves = [
+            (np.asarray(c["calibration"]["x"]), np.asarray(c["calibration"]["y"])) for c in self.meta["classes"]
+        ]
+        self.feature_version = str(self.meta["feature_version"])
+
+    def raw(self, X: np.ndarray) -> np.ndarray:
+        """(n_windows, n_classes) sigmoid outputs for (n_windows, D) window features."""
+        h = (np.asarray(X, np.float32) - self.mu) / self.sd
+        for j, (W, b) in enumerate(self.layers):
+            h = h @ W + b
+            if j < len(self.layers) - 1:
+                h = np.maximum(h, 0)
+        return 1 / (1 + np.exp(-np.clip(h, -30, 30)))
+
+    def calibrated(self, X: np.ndarray) -> np.ndarray:
+        p = self.raw(X)
+        return np.stack([np.interp(p[:, k], x, y) for k, (x, y) in enumerate(self.curves)], axis=1)
+
+
+_LOCK = threading.Lock()
+_TAGGERS: dict[tuple[str, str], EventTagger] = {}
+
+
+def tagger(weights: Path = EVENT_WEIGHTS, classes: Path = EVENT_CLASSES) -> EventTagger:
+    with _LOCK:
+        key = (str(weights), str(classes))
+        if key not in _TAGGERS:
+            _TAGGERS[key] = EventTagger(weights, classes)
+        return _TAGGERS[key]
+
+
+def tag_events(samples_16k: np.ndarray, weights: Path = EVENT_WEIGHTS, classes: Path = EVENT_CLASSES) -> dict:
+    """Per 2 s window and per clip (max over windows) the calibrated probability of every class."""
+    from earmark.experts.probe.model import clip_features
+    from earmark.experts.probe.windows import SR
+
+    tg = tagger(weights, classes)
+    x = np.asarray(samples_16k, dtype=np.float32).reshape(-1)
+    if x.size == 0 or not np.all(np.isfinite(x)):
+        raise ValueError("tag_events needs finite 16 kHz mono samples (got an empty or non-finite signal)")
+    fv = tg.feature_version
+    X, bounds = clip_features(x, musicnn=fv.split("+", 1)[1] if "+" in fv else None)
+    P = tg.calibrated(X)
+    return {
+        "windows": [
+            {"start_s": a / SR, "end_s": b / SR, "probs": {c: float(P[i, k]) for k, c in enumerate(tg.names)}}
+            for i, (a, b) in enumerate(bounds)
+        ],
+        "clip": {c: float(P[:, k].max()) for k, c in enumerate(tg.names)},
+    }
+
+
+__all__ = ["LABEL_SET", "EventModelMismatch", "EventTagger", "events_id", "load_classes", "tag_events", "tagger"]
