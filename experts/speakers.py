@@ -42,7 +42,10 @@ AROUSAL_LEVEL_DB, AROUSAL_LEVEL_SCALE = 8.0, 3.0  # voiced-frame level IQR (dB)
 # Voices by pitch: the VAD segments' median F0s, split at the widest gap when it is this wide (a man's and a
 # woman's voice lie 8-12 semitones apart, one voice's segments within a few), each side with this much voiced
 # speech. pYIN's floor (FMIN) is a failed track, not a pitch.
-VOICE_GAP_ST, MIN_VOICE_S, MIN_SEGMENT_FRAMES = 5.0, 0.4, 8
+VOICE_GAP_ST, MIN_VOICE_S, MIN_SEGMENT_FRAMES = 5.0, 0.5, 8
+# A segment whose median pitch is above what voices speak at is no voice (an alarm's 422 Hz beep, called speech by
+# the VAD, made a second "voice" on the check set).
+MAX_VOICE_HZ = 350.0
 
 
 def _sigmoid(z: float) -> float:
@@ -113,7 +116,7 @@ def voice_groups(f0: np.ndarray, times: np.ndarray, segments: Sequence[Any]) -> 
     for seg in segments:
         hz = f0[(times >= seg.start_s) & (times < seg.end_s)]
         hz = hz[np.isfinite(hz) & (hz > FMIN * 1.05)]
-        if len(hz) >= MIN_SEGMENT_FRAMES:
+        if len(hz) >= MIN_SEGMENT_FRAMES and np.median(hz) <= MAX_VOICE_HZ:
             segs.append((float(np.log2(np.median(hz))), hz))
     if not segs:
         return []
@@ -140,7 +143,7 @@ def voice_groups(f0: np.ndarray, times: np.ndarray, segments: Sequence[Any]) -> 
 
 
 class PitchSpeakerAttributesExpert(Expert):
-    name, version, record, needs = "speakers", "2", SpeakerAttributes, ("diarization", "vad")
+    name, version, record, needs = "speakers", "3", SpeakerAttributes, ("diarization", "vad")
     backend = "heuristic:pitch-energy-v1"
 
     def key_config(self) -> dict[str, Any]:
@@ -151,7 +154,7 @@ class PitchSpeakerAttributesExpert(Expert):
             "female_hz": FEMALE_HZ,
             "child_hz": CHILD_HZ,
             "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB],
-            "voices": [VOICE_GAP_ST, MIN_VOICE_S],
+            "voices": [VOICE_GAP_ST, MIN_VOICE_S, MAX_VOICE_HZ],
         }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:

@@ -353,16 +353,18 @@ def _semitones(a: float, b: float) -> float:
     return abs(12.0 * math.log2(a / b))
 
 
-def speaker_count(n: int, profiles: Sequence[Any], voices: Sequence[Any]) -> tuple[int, float]:
+def speaker_count(n: int, profiles: Sequence[Any], voices: Sequence[Any], alone: bool = True) -> tuple[int, float]:
     """The speaker count and how sure it is, the diarization checked against the voices' pitch. Resemblyzer split
     single readers into two (22 items said "two people" of one reader in a held-out build) and merged two into
     one; on the dev benchmark its "one speaker" was wrong on 4 of 11 clips. Where the speakers expert grouped the
     speech segments by pitch (`voices`): two groups a man's and a woman's voice apart confirm at least two
     voices; one group cannot rule out a second voice of the same pitch, so the count is then not stated ("one or
-    more people"). Without pitch groups (an attribute model's profiles), `speaker_count_confidence`."""
+    more people"). Where music or sound events may be heard too (`alone` False), a pitched effect can pass for a
+    voice (thunder under one reader made two pitch groups on the check set), so the clustering must agree (two
+    speakers). Without pitch groups (an attribute model's profiles), `speaker_count_confidence`."""
     if not voices:
         return n, speaker_count_confidence(n, profiles)
-    if len(voices) == 2 and n <= 2:
+    if len(voices) == 2 and (n == 2 or (n == 1 and alone)):
         return 2, CHECKED_CONFIDENCE
     return n, UNCHECKED_CONFIDENCE
 
@@ -390,7 +392,9 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
         return
     profiles = spk.speakers if spk is not None else []
     voices = spk.voices if spk is not None else []
-    n, conf = speaker_count(dia.n_speakers, profiles, voices)
+    state = {x.type: x.value for x in f.facts if x.type.startswith("content.")}
+    alone = state.get("content.music") == "absent" and state.get("content.sound_events") == "absent"
+    n, conf = speaker_count(dia.n_speakers, profiles, voices, alone)
     f.add(dia, "speakers.count", float(n), confidence=conf)
     for i, voice in enumerate(voices, 1):  # the voices by pitch: their genders stand for the diarized speakers'
         f.labels(spk, "speaker.gender", voice.gender, subject=f"V{i}")

@@ -666,7 +666,7 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
         gender = [LabelProb(label="female", prob=female), LabelProb(label="male", prob=1 - female)]
         return VoicePitch(pitch_median_hz=hz, speech_s=2.0, segments=2, gender=gender)
 
-    def ev(pitches, iqr=20.0, voices=None):
+    def ev(pitches, iqr=20.0, voices=None, domain=None):
         turns = [SpeakerTurn(speaker=f"S{i + 1}", start_s=2.0 * i, end_s=2.0 * i + 1.8) for i in range(len(pitches))]
         dia = Diarization(**lin, n_speakers=len(pitches), turns=turns, skipped_reason=None)
         profiles = [
@@ -685,13 +685,21 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
             for i, hz in enumerate(pitches)
         ]
         spk = SpeakerAttributes(**lin, speakers=profiles, skipped_reason=None, voices=[voice(v) for v in voices or []])
-        records = {"domain": dom, "diarization": dia, "speakers": spk}
+        d = dom if domain is None else dom.model_copy(update={"domain": domain, "sound_prob": 0.999})
+        records = {"domain": d, "diarization": dia, "speakers": spk}
         return build_evidence(SimpleNamespace(clip_id="d1", duration_s=5.0), records)
 
     s = Synth(None, SynthesizeSection(content_captions="rule"))
     merged = ev([150.0], voices=[120.0, 215.0])  # one cluster, two voices by pitch
     assert _verdicts("Two people talk.", merged)[("speakers", "2")] == "supported"
     assert rule_captions(merged, "speech", s)[0].text.startswith("A man and a woman speak")
+    # beside sound events a pitched effect can pass for a voice: the clustering must agree
+    assert _verdicts("Two people talk.", ev([150.0], voices=[120.0, 215.0], domain="S0A"))[("speakers", "2")] == (
+        "unsupported"
+    )
+    assert _verdicts("Two people talk.", ev([120.0, 215.0], voices=[120.0, 215.0], domain="S0A"))[
+        ("speakers", "2")
+    ] == ("supported")
     split = ev([130.0, 136.0], voices=[133.0])  # two clusters, one pitch group: the number is not stated
     assert _verdicts("Two people talk.", split)[("speakers", "2")] == "unsupported"
     assert _verdicts("One voice speaks.", split)[("speakers", "1")] == "unsupported"

@@ -153,6 +153,8 @@ def test_voice_groups_split_only_at_a_wide_pitch_gap() -> None:
     assert len(one) == 1 and one[0].segments == 4
     thin = voice_groups(track([118, 122, 120, np.nan]), times, segs[:3] + [SimpleNamespace(start_s=7.9, end_s=8.0)])
     assert len(thin) == 1
+    beep = voice_groups(track([118, 422, 122, 120]), times, segs)  # an alarm's 422 Hz tone is no voice
+    assert len(beep) == 1 and beep[0].segments == 3
     floor = np.full(500, 65.0)  # pYIN's floor: a failed track, no voice
     assert voice_groups(floor, times, segs) == []
 
