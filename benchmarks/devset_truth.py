@@ -12,7 +12,7 @@ are compared with the truth, per fact type:
 | speech / music / sound events present or absent | the presence fact says present or absent | the clip has it / has not |
 | speaker count | the count is confident (the pitch check confirmed it) | the number of voices mixed |
 | gender | one voice, its gender confident (what "a man" / "a woman" says) | the voice's group's gender (groups without one are skipped) |
-| quote | the rule-written quote (`rule_captions.quote_of`) | word error rate against the words said in the quote's time span |
+| quote | the rule-written quote (`rule_captions.quote_of`) | word error rate against the best-matching run of the words said in the quote's time span (a quote need not be all that was said; contractions spelt out) |
 | percussion | the music's texture is stated (percussive or mixed: drums; sustained: none) | the music's drums, where known |
 | event (per class) | a confident `sound.event` of the class, with its span | an event of that class mixed within 1 s of the span |
 | music tag | a confident music tag fact | the track's labels say so (tracks without labels are skipped) |
@@ -41,8 +41,15 @@ CONTENT = {"speech": "speakers", "music": "music", "sound_events": "events"}
 WORDS, PHRASES = load_phrases("content_captions")["words"], load_phrases("evidence")
 
 
+CONTRACTIONS = {"'re": " are", "n't": " not", "'ll": " will", "'ve": " have", "'m": " am", "'d": " would"}
+
+
 def words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
+    """Lower-case words, contractions spelt out ("they're" = "they are"), so a quote is not wrong for its spelling."""
+    text = text.lower().replace("’", "'")
+    for short, full in CONTRACTIONS.items():
+        text = text.replace(short, full)
+    return re.findall(r"[a-z0-9']+", text)
 
 
 def wer(said: list[str], ref: list[str]) -> float:
@@ -53,6 +60,17 @@ def wer(said: list[str], ref: list[str]) -> float:
         for j, r in enumerate(ref, 1):
             prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (w != r))
     return d[len(ref)] / max(len(ref), 1)
+
+
+def quote_wer(quote: list[str], said: list[str]) -> float:
+    """Word error rate of a quote against the best-matching run of the words said: a quote claims that these
+    words were said, not that nothing else was (Levenshtein with free start and end in `said`, / len(quote))."""
+    d = [0] * (len(said) + 1)  # row 0: the quote may start anywhere in what was said
+    for i, w in enumerate(quote, 1):
+        prev, d[0] = d[0], i
+        for j, r in enumerate(said, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (w != r))
+    return min(d) / max(len(quote), 1)
 
 
 class Tally:
@@ -121,7 +139,7 @@ def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list
         heard = [turn for turn in said if overlap(turn) >= 0.5 * (turn["end_s"] - turn["start_s"])]
         if heard and all(turn["text"] for turn in heard):  # words known for everything said then
             ref = [w for turn in heard for w in words(turn["text"])]
-            e = wer(words(quote), ref)
+            e = quote_wer(words(quote), ref)
             quotes.append(e)
             t.add("quote (WER ≤ 0.2)", e <= 0.2, clip, f"quoted {quote!r}, said {' '.join(ref)!r}")
     harm = v.num("music.harmonic_ratio")

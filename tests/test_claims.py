@@ -666,7 +666,7 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
         gender = [LabelProb(label="female", prob=female), LabelProb(label="male", prob=1 - female)]
         return VoicePitch(pitch_median_hz=hz, speech_s=2.0, segments=2, gender=gender)
 
-    def ev(pitches, iqr=20.0, voices=None, domain=None):
+    def ev(pitches, iqr=20.0, voices=None, domain=None, probs=None):
         turns = [SpeakerTurn(speaker=f"S{i + 1}", start_s=2.0 * i, end_s=2.0 * i + 1.8) for i in range(len(pitches))]
         dia = Diarization(**lin, n_speakers=len(pitches), turns=turns, skipped_reason=None)
         profiles = [
@@ -685,7 +685,7 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
             for i, hz in enumerate(pitches)
         ]
         spk = SpeakerAttributes(**lin, speakers=profiles, skipped_reason=None, voices=[voice(v) for v in voices or []])
-        d = dom if domain is None else dom.model_copy(update={"domain": domain, "sound_prob": 0.999})
+        d = dom if domain is None else dom.model_copy(update={"domain": domain, **(probs or {"sound_prob": 0.999})})
         records = {"domain": d, "diarization": dia, "speakers": spk}
         return build_evidence(SimpleNamespace(clip_id="d1", duration_s=5.0), records)
 
@@ -693,13 +693,18 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     merged = ev([150.0], voices=[120.0, 215.0])  # one cluster, two voices by pitch
     assert _verdicts("Two people talk.", merged)[("speakers", "2")] == "supported"
     assert rule_captions(merged, "speech", s)[0].text.startswith("A man and a woman speak")
-    # beside sound events a pitched effect can pass for a voice: the clustering must agree
-    assert _verdicts("Two people talk.", ev([150.0], voices=[120.0, 215.0], domain="S0A"))[("speakers", "2")] == (
-        "unsupported"
-    )
-    assert _verdicts("Two people talk.", ev([120.0, 215.0], voices=[120.0, 215.0], domain="S0A"))[
+    # beside music a pitched note can pass for a voice: the clustering must agree
+    music = {"music_prob": 0.999}
+    assert _verdicts("Two people talk.", ev([150.0], voices=[120.0, 215.0], domain="SM0", probs=music))[
+        ("speakers", "2")
+    ] == ("unsupported")
+    assert _verdicts("Two people talk.", ev([120.0, 215.0], voices=[120.0, 215.0], domain="SM0", probs=music))[
         ("speakers", "2")
     ] == ("supported")
+    # beside sound events an engine under one reader made two clusters and two pitch groups: no count is stated
+    with_events = ev([120.0, 215.0], voices=[120.0, 215.0], domain="S0A")
+    assert _verdicts("Two people talk.", with_events)[("speakers", "2")] == "unsupported"
+    assert rule_captions(with_events, "speech", s)[0].text.startswith("One or more people speak")
     split = ev([130.0, 136.0], voices=[133.0])  # two clusters, one pitch group: the number is not stated
     assert _verdicts("Two people talk.", split)[("speakers", "2")] == "unsupported"
     assert _verdicts("One voice speaks.", split)[("speakers", "1")] == "unsupported"
