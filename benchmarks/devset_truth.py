@@ -113,6 +113,26 @@ def quote_span(ev: ClipEvidence, quote: str) -> tuple[float, float] | None:
     return None
 
 
+PHRASE_BINS = (0.8, 0.6, 0.0)  # the least sure word's probability: the bins of evidence.QUOTE_CALIBRATION
+
+
+def phrase_rows(ev: ClipEvidence, truth: dict) -> list[tuple[float, float, str, str]]:
+    """Every phrase Whisper heard (every `speech.quote` fact, whatever its confidence) against the words said in
+    its span: (least word probability, WER against the best-matching run, phrase, words said). Phrases over speech
+    whose words are not known are left out."""
+    said = sorted((turn for s in truth["speakers"] for turn in s["turns"]), key=lambda turn: turn["start_s"])
+    rows = []
+    for f in ev.all("speech.quote"):
+        if not f.value or (span := _span(f.subject)) is None:
+            continue
+        a, b = span
+        heard = [turn for turn in said if min(b, turn["end_s"]) - max(a, turn["start_s"]) > 0]
+        if heard and all(turn["text"] for turn in heard):
+            ref = [w for turn in heard for w in words(turn["text"])]
+            rows.append((f.number or 0.0, quote_wer(words(f.value), ref), f.value, " ".join(ref)))
+    return rows
+
+
 def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list[float]) -> None:
     v, clip = View(ev, thr), truth["id"]
     for kind, key in CONTENT.items():
@@ -167,6 +187,9 @@ def main() -> None:
     ap.add_argument("--min-confidence", type=float, default=0.6)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--errors", action="store_true", help="list every wrong fact")
+    ap.add_argument(
+        "--phrases", action="store_true", help="every phrase Whisper heard, right (WER ≤ 0.2) by its least word prob"
+    )
     a = ap.parse_args()
     cat = Catalog(a.dataset_dir.parent, a.dataset_dir.name)
     v = a.version or cat.latest_version()
@@ -184,6 +207,20 @@ def main() -> None:
         print(f"| {r['fact']} | {r['stated']} | {r['right']} | {r['accuracy']:.3f} |")
     if quotes:
         print(f"\nquotes: {len(quotes)}, mean WER {sum(quotes) / len(quotes):.3f}")
+    if a.phrases:
+        rows_p = [
+            r
+            for ev in evidence
+            if (row := truth.get(Path(source.get(ev.clip_id, "")).stem))
+            for r in phrase_rows(ev, row)
+        ]
+        print("\n| least word probability | phrases | right (WER ≤ 0.2) | share |\n|---|---|---|---|")
+        upper = 1.01
+        for low in PHRASE_BINS:
+            got = [r for r in rows_p if low <= r[0] < upper]
+            ok = sum(r[1] <= 0.2 for r in got)
+            print(f"| {low:.1f}–{min(upper, 1.0):.1f} | {len(got)} | {ok} | {ok / len(got) if got else 0:.2f} |")
+            upper = low
     if a.errors:
         for fact, errs in sorted(t.errors.items()):
             print(f"\n{fact}:\n  " + "\n  ".join(errs))
