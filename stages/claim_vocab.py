@@ -110,7 +110,8 @@ PEOPLE: list[tuple[str, str, str]] = [
         "3+",
     ),
     # Another person implied by the wording: a listener who is spoken to, an interlocutor, people talking. Not
-    # the recording's own audience ("addresses the listener") and not "conversational" (a style of one voice).
+    # the recording's own audience ("addresses the listener"), not "conversational" (a style of one voice) and not
+    # "one or more people speak" (the rule-written hedge where the count is not sure).
     (
         r"(?:speak|talk|chat|convers|argu|whisper|shout|yell|sing)\w* (?:to|with|at) (?:(?:a|an|the|his|her|their|"
         r"another|some) )?(?:\w+ )?(?:"
@@ -122,7 +123,8 @@ PEOPLE: list[tuple[str, str, str]] = [
         r"conversations?|conversing|dialog(?:ue)?s?|interview\w*|chatting|chats? with|banter\w*|back[- ]and[- ]forth|"
         r"(?:an? )?exchange (?:between|of (?:words|greetings|views))|each other|one another|take turns|taking turns|"
         r"debat\w*|argument|arguing|discussion (?:between|among|with)|repl(?:ies|ied)|respond(?:s|ed)|in reply|"
-        r"(?:people|persons|crowd|group|others|adults|children|kids|men|women) (?:\w+ )?(?:talk|speak|chat|convers|"
+        r"(?<!one or more )(?:people|persons|crowd|group|others|adults|children|kids|men|women) (?:\w+ )?(?:talk|"
+        r"speak|chat|convers|"
         r"argu|discuss|shout|whisper|murmur|chatter)\w*|(?:talk|speech|chatter|voices|murmur)\w* (?:of|from|among|"
         r"between) (?:\w+ )?(?:people|persons|a crowd|a group|others)|they (?:\w+ )?(?:speak|talk|say|said|discuss|"
         r"convers|chat|argu|ask|answer|repl|respond|laugh|whisper|shout)\w*",

@@ -40,8 +40,9 @@ from earmark.stages.synthesis.replies import (
 # bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason,
 # 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm", 9: QA pairs and
 # instruction triples by rule unless qa_pairs / instruction_triples = "llm", 10: the `writer` column; "auto" writers;
-# a rejected LLM QA pair / triple / content caption replaced by the rule's)
-STAGE_VERSION = "10"
+# a rejected LLM QA pair / triple / content caption replaced by the rule's; 11: the audit reads "one or more people
+# speak" as no count)
+STAGE_VERSION = "11"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
