@@ -174,7 +174,7 @@ def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list
         t.add(f"event:{cls}", ok, clip, f"stated {a:g}-{b:g} s; truth {[e['class'] for e in truth['events']]}")
     music_tags = truth["music"]["tags"] if truth["music"] else {}
     for f in ev.facts:
-        group = f.type.split(".", 1)[1] if f.type.startswith("music.") else None
+        group = f.subject if f.type == "music.tag" else None  # the tag's group (instrument, genre, mood)
         if group in music_tags and f.value and (f.confidence or 0) >= thr:
             t.add(f"music.{group}:{f.value}", f.value in music_tags[group], clip, f"labels {music_tags[group]}")
 

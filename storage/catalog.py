@@ -473,6 +473,14 @@ class Catalog:
                     "SELECT schema_name, view_name FROM duckdb_views() WHERE database_name = ?", [lake.ALIAS]
                 ).fetchall()
             }
+            created: dict[str, int] = {}  # the snapshot that created each published table (a new expert's is late)
+            for snap_id, changes in con.execute(
+                f"SELECT snapshot_id, changes FROM {lake.ALIAS}.snapshots() ORDER BY snapshot_id"
+            ).fetchall():
+                for name in (changes or {}).get("tables_created", []):
+                    schema, _, table = name.partition(".")
+                    if schema == "published":
+                        created.setdefault(table.strip('"'), snap_id)
             for (version,) in con.execute("SELECT version FROM versions ORDER BY version").fetchall():
                 if only is not None and version != only:
                     continue
@@ -484,11 +492,13 @@ class Catalog:
                 if not all((version, t) in views for t in TABLES):
                     con.execute(f"CREATE SCHEMA IF NOT EXISTS {version}")
                 for table in TABLES:
-                    if (version, table) not in views:
-                        con.execute(
-                            f"CREATE VIEW {version}.{table} AS SELECT * EXCLUDE (_shard) "
-                            f"FROM published.{table} AT (VERSION => {int(snap)})"
-                        )
+                    if (version, table) in views:
+                        continue
+                    if created.get(table, 0) > snap:  # the table came after this version: it had no rows then
+                        source = f"published.{table} WHERE false"
+                    else:
+                        source = f"published.{table} AT (VERSION => {int(snap)})"
+                    con.execute(f"CREATE VIEW {version}.{table} AS SELECT * EXCLUDE (_shard) FROM {source}")
 
         self._transaction(refresh)
 

@@ -243,6 +243,27 @@ def test_a_moved_dataset_folder_still_opens(tmp_path: Path):
     assert not (tmp_path / "a").exists()  # nothing written to the old place
 
 
+def test_a_version_published_before_a_table_existed_reads_it_as_empty(tmp_path: Path, monkeypatch):
+    """A dataset whose v0001 was published before an expert's table existed (the `events` table came later):
+    `earmark sql`'s sweep over the versions' views failed on it ("Table with name events does not exist at
+    version 90"), so no query ran on the dataset at all. The old version now reads the table as empty."""
+    from earmark.storage import catalog
+
+    monkeypatch.setattr(catalog, "TABLES", {t: m for t, m in TABLES.items() if t != "events"})
+    cat = Catalog(tmp_path, "ds")
+    run = cat.start_run("test", {})
+    meta = ShardMeta(stage="synthesize", stage_version="1", inputs=["x"], prompt_sha="p", model="m")
+    cat.write_shard("k1", {"captions": to_table(Caption, [_caption(1)])}, meta, run)
+    assert cat.publish({"captions": ["k1"]}, run) == ("v0001", True)
+    monkeypatch.setattr(catalog, "TABLES", TABLES)
+    catalog._SCHEMA_READY.discard(cat.location)
+
+    reopened = Catalog(tmp_path, "ds", create=False)  # makes the new table
+    reopened.refresh_views()  # what `earmark sql` does first
+    assert reopened.query("SELECT count(*) FROM v0001.events") == [(0,)]
+    assert reopened.query("SELECT count(*) FROM v0001.captions") == [(1,)]
+
+
 def test_a_lake_made_before_a_record_gained_a_field_takes_shards_that_have_it(tmp_path: Path):
     """A dataset built by an older earmark: its lake's tables (and their typed empty file) lack a field added to
     the record since. Opening it adds the column, and publishing a new shard with the field works (it failed:
