@@ -319,8 +319,8 @@ NUMBER = r"\b\d+(?:[.,]\d+)?\b|\b(?:two|three|four|five|six|seven|eight|nine|ten
 # The words that name an event class of the event tagger (AudioSet names; experts/probe/events.py, and a paper
 # tagger's labels mapped to them): an "event" claim whose value is the class, supported by a confident
 # `sound.event` fact of that class. Read before instruments and genres ("a car horn" is no brass, "a pop" no
-# genre) and before the coarse descriptors, which stand in for the classes they cover (`EVENT_DESCRIPTOR`)
-# when only the heuristic tagger ran.
+# genre) and before the coarse descriptors. A coarse descriptor never supports a class: "tonal" stood for "beeps"
+# once, and a check build's "beep" items were about a bird, a sawmill and a blizzard.
 EVENT_CLASSES: list[tuple[str, str]] = [
     (r"applause|applaud\w*|clapping|claps|clapped", "Applause"),
     (r"laugh\w*|giggl\w*|chuckl\w*", "Laughter"),
@@ -377,17 +377,6 @@ EVENT_CLASSES: list[tuple[str, str]] = [
     (r"clang\w*|clank\w*", "Clang"),
     (r"dings?|dinging", "Ding"),
 ]
-# The coarse descriptor (experts/tags.py, the heuristic tagger) an event class's words used to claim.
-EVENT_DESCRIPTOR = {
-    "Clicking": "impulsive sound",
-    "Knock": "impulsive sound",
-    "Thump, thud": "impulsive sound",
-    "Burst, pop": "impulsive sound",
-    "Beep, bleep": "tonal sound",
-    "Ding": "tonal sound",
-    "Chime": "tonal sound",
-    "Whoosh, swoosh, swish": "noise",
-}
 # A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
 # event claimed just before it, against that event's spans).
 MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"

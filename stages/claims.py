@@ -429,10 +429,6 @@ def _event(e: _Evidence, v: str) -> Judgement:
         return j
     if spans := event_spans(e.ev, e.thr, v):
         return _j(SUPPORTED, f"sound.event={v}@{spans[0][1]:g}-{spans[0][2]:g}")
-    if (d := V.EVENT_DESCRIPTOR.get(v)) is not None and any(
-        k == d and p >= e.thr for k, p in e.all_labels("sound_tags.clip")
-    ):
-        return _j(SUPPORTED, f"sound_tags.clip[{d}]")
     if _tag_support(e, "sound_tags.clip", v.split(",")[0].lower()):  # a paper tagger's own label for it
         return _j(SUPPORTED, f"sound_tags~{v}")
     return _j(UNSUPPORTED, None, f"no expert heard the sound source '{v}'")
