@@ -102,29 +102,11 @@ def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3,
         loss = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none", pos_weight=pw)
         return (loss * m).sum() / m.sum().clamp(min=1)
 
-    best, bad = (1e9, None, 0), 0
-    for ep in range(epochs):
-        net.train()
-        perm = torch.from_numpy(rng.permutation(len(xt)))
-        for i in range(0, len(xt), 256):
-            idx = perm[i:i + 256]
-            loss = mloss(net(xt[idx]), yt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        net.eval()
-        with torch.no_grad():
-            lv = float(mloss(net(xv), yv)) if len(xv) else 0.0
-        if lv < best[0] - 1e-4:
-            best, bad = (lv, {k: v.clone() for k, v in net.state_dict().items()}, ep + 1), 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
-    net.load_state_dict(best[1])
-    lin = [m for m in net if isinstance(m, nn.Linear)]
-    log(f"    MLP: best epoch {best[2]}, val loss {best[0]:.4f}")
-    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin]
+    from train_probe import train_early_stopped
+
+    layers, best_epoch, best_loss = train_early_stopped(net, opt, mloss, xt, yt, xv, yv, epochs, patience, rng)
+    log(f"    MLP: best epoch {best_epoch}, val loss {best_loss:.4f}")
+    return layers
 
 
 def forward(layers, mu, sd, X) -> np.ndarray:

@@ -126,6 +126,36 @@ def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tupl
     return np.concatenate(out)
 
 
+def train_early_stopped(net, opt, mloss, xt, yt, xv, yv, epochs, patience, rng):
+    """Mini-batches of 256 in a seeded order per epoch; keep the weights of the epoch with the lowest validation
+    loss, stop after `patience` epochs without one. Returns ([(W, b) per Linear layer], best epoch, its loss)."""
+    import torch
+    from torch import nn
+
+    best, bad = (1e9, None, 0), 0
+    for ep in range(epochs):
+        net.train()
+        perm = torch.from_numpy(rng.permutation(len(xt)))
+        for i in range(0, len(xt), 256):
+            idx = perm[i:i + 256]
+            loss = mloss(net(xt[idx]), yt[idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        net.eval()
+        with torch.no_grad():
+            lv = float(mloss(net(xv), yv)) if len(xv) else 0.0
+        if lv < best[0] - 1e-4:
+            best, bad = (lv, {k: v.clone() for k, v in net.state_dict().items()}, ep + 1), 0
+        else:
+            bad += 1
+            if bad >= patience:
+                break
+    net.load_state_dict(best[1])
+    lin = [m for m in net if isinstance(m, nn.Linear)]
+    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin], best[2], best[0]
+
+
 def fit_mlp_masked(Xtr, Ytr, Xva, Yva, mu, sd, hidden, wd, epochs, seed, patience=10, dropout=0.1, lr=1e-3):
     """MLP heads with a masked BCE (label -1 = ambiguous = don't care), torch on one thread.
     Early stopping on the masked loss of the clip-level holdout windows."""
@@ -152,28 +182,8 @@ def fit_mlp_masked(Xtr, Ytr, Xva, Yva, mu, sd, hidden, wd, epochs, seed, patienc
         l = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none")
         return (l * m).sum() / m.sum().clamp(min=1)
 
-    best, bad = (1e9, None, 0), 0
-    for ep in range(epochs):
-        net.train()
-        perm = torch.from_numpy(rng.permutation(len(xt)))
-        for i in range(0, len(xt), 256):
-            idx = perm[i:i + 256]
-            loss = mloss(net(xt[idx]), yt[idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-        net.eval()
-        with torch.no_grad():
-            lv = float(mloss(net(xv), yv)) if len(xv) else 0.0
-        if lv < best[0] - 1e-4:
-            best, bad = (lv, {k: v.clone() for k, v in net.state_dict().items()}, ep + 1), 0
-        else:
-            bad += 1
-            if bad >= patience:
-                break
-    net.load_state_dict(best[1])
-    lin = [m for m in net if isinstance(m, nn.Linear)]
-    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin], best[2]
+    layers, best_epoch, _ = train_early_stopped(net, opt, mloss, xt, yt, xv, yv, epochs, patience, rng)
+    return layers, best_epoch
 
 
 def clip_truth(r) -> list[int]:
