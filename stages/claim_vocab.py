@@ -237,7 +237,10 @@ EVENTS = (
     r"cars?|vehicles?|engines?|traffic|trucks?|motorcycles?|trains?|planes?|aircraft|helicopters?|sirens?|"
     r"horns? honk\w*|honk\w*|rain\w*|thunder\w*|wind\w*|water|waves?|stream|river|splash\w*|drip\w*|"
     r"fire|crackl\w*|explosions?|gunshots?|guns?|fireworks?|applause|clapp\w*|cheer\w*|laugh\w*|crowd|"
-    r"baby cry\w*|cry|cries|crying|cough\w*|sneez\w*|breath\w*|phones? ring\w*|ringtone|alarms?|bell rings?|"
+    r"baby cry\w*|cry|cries|crying|cough\w*|sneez\w*|breath\w*|"
+    # non-speech vocal sounds ("sighing" once stood for a jet's roar in a kept caption)
+    r"sigh|sighs|sighed|sighing|gasp\w*|groan\w*|moan\w*|scream\w*|shriek\w*|sobb\w*|snor\w*|yawn\w*|hiccup\w*|grunt\w*|"
+    r"whimper\w*|phones? ring\w*|ringtone|alarms?|bell rings?|"
     r"doorbell|clock tick\w*|ticking|glass\w*|dishes|cutlery|kettle|microwave|vacuum|"
     r"machines?|machinery|drills?|hammer\w*|tools?|fans?|air conditioning|buzz\w*|whistles?"
 )

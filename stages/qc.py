@@ -28,8 +28,9 @@ from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTr
 # 10: a timbre level; 11: a yes/no or degree question asks about presence, loudness, noise, band and echo;
 # 12: rule-written items that could not be written are `from_facts` rejections, not `schema`; 13: same_source,
 # source_spread and premise (stages/sources.py, stages/audit.py); 14: fact_budget (stages/budget.py); 15: "one or more
-# people speak" is no speaker count; 16: a coarse descriptor ("tonal") supports no event class ("beeps")
-STAGE_VERSION = "16"
+# people speak" is no speaker count; 16: a coarse descriptor ("tonal") supports no event class ("beeps"); 17: non-speech
+# vocal sounds ("sighing") are named sources
+STAGE_VERSION = "17"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

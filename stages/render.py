@@ -76,29 +76,78 @@ def heard_events(v: View) -> list[Heard]:
     return sorted(heard, key=lambda h: (h.spans[0][0], h.cls))
 
 
-def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float) -> str | None:
+PAUSE_S = 1.0  # a pause shorter than this does not split one turn or one sound into "several moments"
+THROUGHOUT = 0.85  # share of the clip a precisely timed span must cover to be "throughout"
+MOST = 0.5  # ... to be "for most of the clip"
+EDGE_S = 0.01
+
+
+def merged(spans: list[tuple[float, float]], gap: float) -> list[tuple[float, float]]:
+    """Spans with the pauses shorter than `gap` between them closed: one turn, not several moments."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a - out[-1][1] < gap:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float, *, windowed: bool = True) -> str | None:
+    """Where in the clip something is heard, in words a listener can check.
+
+    `windowed` spans are the tagger's 2 s windows: a window says the thing is audible somewhere inside it, not
+    for how long, so "throughout" needs every window, a run of windows is shrunk by half a window at each edge
+    inside the clip (a jet at 2.55-6.51 s of 8 s lights windows 2-8, which is "the later part", not
+    "throughout"), and no share of the clip is claimed from them. Precise spans (the VAD's) are first joined
+    across pauses under PAUSE_S: Silero splits one turn at its breaths, and one turn is not "several moments".
+    """
     if not spans or duration <= 0:
         return None
     w = p["when"]
-    covered = sum(b - a for a, b in spans)
-    if covered >= 0.75 * duration:
-        return w["throughout"]
-    centres = {min(2, int(3 * ((a + b) / 2) / duration)) for a, b in spans}
-    if len(centres) > 1:
+    runs = merged(spans, EDGE_S if windowed else PAUSE_S)
+    if windowed:
+        if len(runs) == 1 and runs[0][0] <= EDGE_S and runs[0][1] >= duration - EDGE_S:
+            return w["throughout"]
+        half = min(b - a for a, b in spans) / 2
+        runs = [(a + half if a > EDGE_S else a, b - half if b < duration - EDGE_S else b) for a, b in runs]
+    else:
+        covered = sum(b - a for a, b in runs)
+        if covered >= THROUGHOUT * duration:
+            return w["throughout"]
+    if len(runs) > 1:
         return w["several"]
-    return (w["start"], w["middle"], w["end"])[centres.pop()]
+    a, b = runs[0]
+    if not windowed and b - a >= MOST * duration:
+        return w["most"]
+    first, last = (min(2, int(3 * t / duration)) for t in (a, max(a, b - EDGE_S)))
+    if (first, last) == (0, 2):
+        return w["most"] if windowed else (w["start"], w["middle"], w["end"])[min(2, int(1.5 * (a + b) / duration))]
+    return {(0, 0): w["start"], (1, 1): w["middle"], (2, 2): w["end"], (0, 1): w["early"], (1, 2): w["late"]}[
+        (first, last)
+    ]
+
+
+def _agree(vad: list[tuple[float, float]], windows: list[tuple[float, float]], tol: float = 0.5) -> bool:
+    """The VAD's turns and the tagger's speech windows put speech in the same places: every speech window
+    holds some VAD speech, and every VAD turn lies inside speech windows (within `tol` s)."""
+    turns = merged(vad, PAUSE_S)
+    runs = merged(windows, EDGE_S)
+    holds = all(any(a < tb and ta < b for ta, tb in turns) for a, b in windows)
+    inside = all(any(a - tol <= ta and tb <= b + tol for a, b in runs) for ta, tb in turns)
+    return holds and inside
 
 
 def speech_when(p: Phrases, v: View) -> str | None:
     """When speech is heard, from the VAD's segments, said only when the tagger's speech windows (a second,
-    independent view of the same clip) put it in the same part of the clip: Silero misses quiet or distant
-    speech and then says "near the start" of a clip spoken throughout. Without tagger windows (a heuristic
-    domain backend) the VAD's phrase stands alone."""
+    independent view of the same clip) put it in the same places: Silero misses quiet or distant speech and
+    then says "near the start" of a clip spoken throughout. Without tagger windows (a heuristic domain
+    backend) the VAD's phrase stands alone."""
     spans = [tuple(float(x) for x in f.subject.split("-")) for f in v.ev.all("speech.segment") if f.subject]
-    vad = when_phrase(p, spans, v.ev.duration_s)
+    vad = when_phrase(p, spans, v.ev.duration_s, windowed=False)
     if vad is None or not any(True for _ in v.ev.all("content.window")):
         return vad
-    return vad if when_phrase(p, v.windows({"speech"}), v.ev.duration_s) == vad else None
+    return vad if _agree(spans, v.windows({"speech"})) else None
 
 
 def _clean_transcript(p: Phrases, text: str) -> str:

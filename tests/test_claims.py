@@ -794,3 +794,16 @@ def test_a_paper_taggers_audioset_labels_become_named_events():
         ("event", "Door"): "supported",
     }
     assert ev.labels("sound_tags.clip") == {"Bark": 0.8}
+
+
+def test_a_non_speech_vocal_sound_is_a_named_source_no_expert_confirms():
+    """Review v0004, item 24: "sighing" for a jet's roar was kept. A sigh, a gasp or a scream is a named sound
+    source like a dog: unsupported unless a tagger class says so. "Sight" is no sigh."""
+    ev = evidence_of("0123456789abcdef0123", "S0A", {"speech.seconds": 2.0, "content.window": None}, duration_s=8.0)
+    for text, word in (
+        ("A woman speaks, then sighing.", "sighing"),
+        ("Someone gasps.", "gasps"),
+        ("A man groans.", "groans"),
+    ):
+        assert _verdicts(text, ev).get(("event", word)) == "unsupported", text
+    assert not any(t == "event" for t, _ in _verdicts("A woman speaks, out of sight.", ev))

@@ -373,3 +373,38 @@ def test_speech_timing_is_said_only_where_vad_and_the_tagger_windows_agree():
     agree = evidence_of("t2", "S00", {**vad_start, **early}, duration_s=8.0)
     assert "near the start" in render(agree, "speech")
     assert "near the start" in render(evidence_of("t3", "S00", vad_start, duration_s=8.0), "speech")  # no windows
+
+
+def test_one_turn_split_at_its_pauses_is_not_several_moments():
+    """The blind check of review v0004, items 9 and 13: Silero split one continuous turn (0.32-6.28 s of 10 s)
+    into three segments with 0.2 s pauses, and the rules said "at several moments"."""
+    windows = {f"{a}-{a + 2}@content.window": {"speech": 0.99 if a < 6 else 0.01} for a in range(0, 10, 2)}
+    turn = {"0.3-2.7@speech.segment": 2.36, "2.9-4.9@speech.segment": 1.95, "5.0-6.3@speech.segment": 1.28}
+    text = render(evidence_of("w1", "S00", {**turn, **windows}, duration_s=10.0), "speech")
+    assert "several" not in text and "speech heard for most of the clip" in text
+    # two turns apart by a pause of 2 s are separate moments
+    apart = {"0.3-2.0@speech.segment": 1.7, "4.0-5.5@speech.segment": 1.5}
+    windows = {f"{a}-{a + 2}@content.window": {"speech": 0.99 if a in (0, 4) else 0.01} for a in range(0, 10, 2)}
+    assert "speech heard at several moments" in render(
+        evidence_of("w2", "S00", {**apart, **windows}, duration_s=10.0), "speech"
+    )
+
+
+def test_a_sound_in_the_later_windows_is_not_throughout():
+    """Item 23 of the same check: a jet at 2.55-6.51 s of 8 s lit the windows 2-8 (three of four), and the
+    rules said "throughout". A window says a sound is in it, not for how long."""
+    from earmark.stages.render import when_phrase
+
+    p = load_phrases("evidence")
+    assert when_phrase(p, [(2.0, 4.0), (4.0, 6.0), (6.0, 8.0)], 8.0) == "in the later part of the clip"
+    assert when_phrase(p, [(0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, 8.0)], 8.0) == "throughout"
+    assert when_phrase(p, [(0.0, 2.0), (2.0, 4.0)], 10.0) == "near the start"
+    assert when_phrase(p, [(0.0, 2.0), (2.0, 4.0), (4.0, 6.0)], 10.0) == "in the first part of the clip"
+    assert when_phrase(p, [(0.0, 2.0), (6.0, 8.0)], 10.0) == "at several moments"
+    assert when_phrase(p, [(4.0, 6.0)], 10.0) == "in the middle"
+    assert when_phrase(p, [(0.0, 2.0), (2.0, 4.0), (4.0, 6.0), (6.0, 8.0)], 10.0) == "for most of the clip"
+    # precise spans: share of the clip, not thirds only
+    assert when_phrase(p, [(0.2, 9.0)], 10.0, windowed=False) == "throughout"
+    assert when_phrase(p, [(3.0, 7.0)], 10.0, windowed=False) == "in the middle"
+    assert when_phrase(p, [(0.2, 1.5)], 10.0, windowed=False) == "near the start"
+    assert when_phrase(p, [(7.0, 9.9)], 10.0, windowed=False) == "towards the end"

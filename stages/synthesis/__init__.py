@@ -41,8 +41,9 @@ from earmark.stages.synthesis.replies import (
 # 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm", 9: QA pairs and
 # instruction triples by rule unless qa_pairs / instruction_triples = "llm", 10: the `writer` column; "auto" writers;
 # a rejected LLM QA pair / triple / content caption replaced by the rule's; 11: the audit reads "one or more people
-# speak" as no count; 12: a coarse descriptor supports no event class)
-STAGE_VERSION = "12"
+# speak" as no count; 12: a coarse descriptor supports no event class; 13: timing words from turns joined across
+# pauses and from windows that say where, not how long; non-speech vocal sounds are named sources)
+STAGE_VERSION = "13"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
