@@ -29,8 +29,8 @@ from earmark.stages.base import Inputs, StageSpec
 
 # 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone; 9: quotable phrases
 # (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
-# named events (`sound.event`), music tags by group
-EVIDENCE_VERSION = "13"
+# named events (`sound.event`), music tags by group; 14: a voice's gender carries a calibrated probability
+EVIDENCE_VERSION = "14"
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
@@ -70,6 +70,22 @@ UNFINISHED = 0.5  # a last phrase without closing punctuation: perhaps cut by th
 # (lower bound of the least probability, P right), the first that applies. On the untuned check and review builds
 # the phrases at ≥ 0.95 were right 12 of 13 times (docs/benchmarks.md, "Issue [1/4]").
 QUOTE_CALIBRATION = ((0.95, 0.95), (0.8, 0.77), (0.6, 0.6), (0.0, 0.35))
+# P(a voice's gender is right | the attribute model's probability of its likelier gender), measured on the voices of
+# the devbench and checkbench builds whose every mixed voice has a known gender (`benchmarks/devset_truth.py`,
+# 2026-11-27): >= 0.95: 21 of 23 right, 0.8-0.95: 4 of 5, below: 1 of 2. Below 0.8 the pitch lies in the 150-180 Hz
+# band where men's and women's voices overlap; such a gender falls under the evidence bar. Measured on the embedded
+# pitch heuristic (`experts.speakers`); a paper backend's probabilities are its own.
+GENDER_CALIBRATION = ((0.95, 0.91), (0.8, 0.8), (0.0, 0.5))
+
+
+def calibrated_gender(labels: Sequence[LabelProb]) -> list[LabelProb]:
+    """The likelier gender at its calibrated probability (GENDER_CALIBRATION), the other at the rest."""
+    if not labels:
+        return []
+    top = max(labels, key=lambda lp: lp.prob)
+    q = next(p for bound, p in GENDER_CALIBRATION if top.prob >= bound)
+    rest = 1.0 - q
+    return [LabelProb(label=lp.label, prob=q if lp is top else rest / max(1, len(labels) - 1)) for lp in labels]
 
 
 def spec(expert_tables: Sequence[str], cfg: EvidenceSection) -> StageSpec:
@@ -408,7 +424,9 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     n, conf = speaker_count(dia.n_speakers, profiles, voices, alone, events)
     f.add(dia, "speakers.count", float(n), confidence=conf)
     for i, voice in enumerate(voices, 1):  # the voices by pitch: their genders stand for the diarized speakers'
-        f.labels(spk, "speaker.gender", voice.gender, subject=f"V{i}")
+        heuristic = str(getattr(spk, "backend", "")).startswith("heuristic:pitch")
+        gender = calibrated_gender(voice.gender) if heuristic else voice.gender
+        f.labels(spk, "speaker.gender", gender, subject=f"V{i}")
         f.add(spk, "speaker.pitch_median_hz", voice.pitch_median_hz, subject=f"V{i}")
     people = {p.speaker: p for p in spk.speakers} if spk is not None else {}
     for name in sorted({t.speaker for t in dia.turns}):

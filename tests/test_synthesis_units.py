@@ -408,3 +408,20 @@ def test_a_sound_in_the_later_windows_is_not_throughout():
     assert when_phrase(p, [(3.0, 7.0)], 10.0, windowed=False) == "in the middle"
     assert when_phrase(p, [(0.2, 1.5)], 10.0, windowed=False) == "near the start"
     assert when_phrase(p, [(7.0, 9.9)], 10.0, windowed=False) == "towards the end"
+
+
+def test_a_voice_gender_from_the_ambiguous_pitch_band_is_not_stated():
+    """Review v0004: a man's voice at 171 Hz was "a female voice" at the pitch heuristic's 0.62. The gender's
+    probability is calibrated (evidence.GENDER_CALIBRATION): below 0.8 it falls under the evidence bar."""
+    from earmark.schemas.records import LabelProb
+    from earmark.stages.evidence import calibrated_gender
+
+    ambiguous = calibrated_gender([LabelProb(label="female", prob=0.623), LabelProb(label="male", prob=0.377)])
+    assert {lp.label: lp.prob for lp in ambiguous} == {"female": 0.5, "male": 0.5}
+    sure = {
+        lp.label: round(lp.prob, 3)
+        for lp in calibrated_gender([LabelProb(label="male", prob=0.99), LabelProb(label="female", prob=0.01)])
+    }
+    assert sure == {"male": 0.91, "female": 0.09}
+    voice = {"V1@speaker.gender": {"female": 0.5, "male": 0.5}, "speech.seconds": 3.0}
+    assert "voice" not in render(evidence_of("g1", "S00", voice, duration_s=8.0), "speech")
