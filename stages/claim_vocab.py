@@ -248,7 +248,7 @@ EVENTS = (
 DESCRIPTORS: list[tuple[str, str, str]] = [
     (
         r"clicks?|clicking|knock\w*|taps?|tapping|thuds?|bangs?|thumps?|clatter\w*|impacts?|hits?|pops?|snaps?|"
-        r"impulsive|percussive sounds?|short sharp sounds?",
+        r"impulsive|percussive sounds?|short sharp sounds?|sharp onsets?",
         "descriptor",
         "impulsive sound",
     ),
