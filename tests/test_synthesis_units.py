@@ -382,6 +382,12 @@ def test_one_turn_split_at_its_pauses_is_not_several_moments():
     turn = {"0.3-2.7@speech.segment": 2.36, "2.9-4.9@speech.segment": 1.95, "5.0-6.3@speech.segment": 1.28}
     text = render(evidence_of("w1", "S00", {**turn, **windows}, duration_s=10.0), "speech")
     assert "several" not in text and "speech heard for most of the clip" in text
+    from earmark.stages.synthesis.rule_captions import rule_captions
+
+    man = {"V1@speaker.gender": {"male": 0.99, "female": 0.01}, "speakers.count": 1.0}
+    ev = evidence_of("w1", "S00", {**turn, **windows, **man}, duration_s=10.0)
+    said = [c.text for c in rule_captions(ev, "speech", synth(None))]
+    assert said[0] == "A man speaks for most of the clip; the words could not be transcribed.", said
     # two turns apart by a pause of 2 s are separate moments
     apart = {"0.3-2.0@speech.segment": 1.7, "4.0-5.5@speech.segment": 1.5}
     windows = {f"{a}-{a + 2}@content.window": {"speech": 0.99 if a in (0, 4) else 0.01} for a in range(0, 10, 2)}

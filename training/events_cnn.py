@@ -126,7 +126,7 @@ def fit(X, Y, epochs, seed, a, tag=""):
     norm = (sub.mean(axis=(0, 1)).astype(np.float32), (sub.std(axis=(0, 1)) + 1e-3).astype(np.float32))
     del sub
     mu_t, sd_t = torch.from_numpy(norm[0]), torch.from_numpy(norm[1])
-    net = build_net(Y.shape[1], hidden=a.hidden)
+    net = build_net(Y.shape[1], ch=tuple(int(c) for c in a.ch.split(",")), hidden=a.hidden)
     opt = torch.optim.AdamW(net.parameters(), lr=a.lr, weight_decay=a.wd)
     steps = len(X) // a.bs
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr, total_steps=epochs * steps, pct_start=0.15)
@@ -277,7 +277,8 @@ def run_main(a):
     if a.limit_batches:  # timing only
         fit(X[fold != 0], Y[fold != 0], 1, a.seed, a, "fold 0")
         return
-    oof_path = OUT / f"cnn_oof_e{a.epochs}.npy"
+    tag = f"e{a.epochs}" + ("" if a.ch == "16,32,64,64" else "_ch" + a.ch.replace(",", "-"))
+    oof_path = OUT / f"cnn_oof_{tag}.npy"
     if oof_path.exists():
         oof = np.load(oof_path)
     else:
@@ -289,16 +290,18 @@ def run_main(a):
             net, norm = fit(X[fold != k], Y[fold != k], a.epochs, a.seed + k, a, f"fold {k}")
             oof[fold == k] = predict(net, norm, X[fold == k])
             pd_folds[k] = predict(net, norm, Xd)
-            np.save(OUT / f"cnn_devfolds_e{a.epochs}.npy", pd_folds)
+            np.save(OUT / f"cnn_devfolds_{tag}.npy", pd_folds)
             so = scores(oof[fold == k], Y[fold == k])
             log(f"fold {k}: {time.time() - t0:.0f} s; fold OOF AUC {np.nanmean(so[:, 0]):.3f} "
                 f"AP {np.nanmean(so[:, 1]):.3f}")
-            np.save(OUT / f"cnn_oof_e{a.epochs}_partial.npy", oof)
+            np.save(OUT / f"cnn_oof_{tag}_partial.npy", oof)
         np.save(oof_path, oof)
         del Xd
     t_oof = time.time() - t_start
-    dev_path = OUT / f"cnn_dev_e{a.epochs}.npy"
-    if dev_path.exists():
+    dev_path = OUT / f"cnn_dev_{tag}.npy"
+    if a.no_final:
+        Pd = np.load(OUT / f"cnn_devfolds_{tag}.npy").mean(0)
+    elif dev_path.exists():
         Pd = np.load(dev_path)
     else:
         t0 = time.time()
@@ -308,14 +311,15 @@ def run_main(a):
         assert len(Xd) == len(Yd)
         Pd = predict(net, norm, Xd)  # DEV is read only here, after every choice is made
         np.save(dev_path, Pd)
-        torch.save(net.state_dict(), OUT / f"cnn_all_e{a.epochs}.pt")
+        torch.save(net.state_dict(), OUT / f"cnn_all_{tag}.pt")
         log(f"all-fold model: {time.time() - t0:.0f} s")
     heads, per = [], {}
-    h, per["CNN"] = evaluate("CNN", oof, Pd, Y, Yd, classes)
+    cname = f"CNN {tag}" + (", DEV = mean of fold models" if a.no_final else ", DEV = all-fold model")
+    h, per[cname] = evaluate(cname, oof, Pd, Y, Yd, classes)
     heads.append(h)
-    fp = OUT / f"cnn_devfolds_e{a.epochs}.npy"
-    if fp.exists():  # DEV as the mean of the K fold models (how events_diagnostics scores the MLP)
-        h, per["CNN, DEV = mean of fold models"] = evaluate("CNN, DEV = mean of fold models", oof,
+    fp = OUT / f"cnn_devfolds_{tag}.npy"
+    if fp.exists() and not a.no_final:  # DEV as the mean of the K fold models (how events_diagnostics scores the MLP)
+        h, per[f"CNN {tag}, DEV = mean of fold models"] = evaluate(f"CNN {tag}, DEV = mean of fold models", oof,
                                                             np.load(fp).mean(0), Y, Yd, classes)
         heads.append(h)
     mp = OUT / "mlp_preds.npz"
@@ -327,8 +331,8 @@ def run_main(a):
         h, per["fusion (CNN + MLP) / 2"] = evaluate("fusion (CNN + MLP) / 2", (oof + m["oof"]) / 2,
                                                    (Pd + m["dev"]) / 2, Y, Yd, classes)
         heads.append(h)
-    res = {"heads": heads, "per_class": per, "epochs": a.epochs, "oof_s": t_oof, "total_s": time.time() - t_start}
-    (OUT / f"results_e{a.epochs}.json").write_text(json.dumps(res, indent=1, default=float))
+    res = {"heads": heads, "per_class": per, "epochs": a.epochs, "ch": a.ch, "no_final": a.no_final, "oof_s": t_oof, "total_s": time.time() - t_start}
+    (OUT / f"results_{tag}.json").write_text(json.dumps(res, indent=1, default=float))
     md = ["| model | OOF AUC | OOF AP | DEV AUC | DEV AP | classes with OOF threshold | of them DEV P >= 0.90 |",
           "|---|---|---|---|---|---|---|"]
     for h in heads:
@@ -336,7 +340,7 @@ def run_main(a):
                   f"| {h['n_thr']} | {h['n_dev']} |")
     for k, rows in per.items():
         md += ["", f"### {k}", "", table(rows)]
-    (OUT / f"tables_e{a.epochs}.md").write_text("\n".join(md) + "\n")
+    (OUT / f"tables_{tag}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
 
 
@@ -351,6 +355,9 @@ def main():
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--wd", type=float, default=1e-4)
     ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--ch", default="16,32,64,64", help="conv channels of the 4 blocks")
+    ap.add_argument("--no-final", action="store_true",
+                    help="skip the all-fold model: DEV = mean of the K fold models (as events_diagnostics)")
     ap.add_argument("--pos-weight", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
