@@ -62,7 +62,7 @@ class Heard:
         return int(round(self.spans[0][0]))
 
     def when(self, p: Phrases, v: View) -> str | None:
-        return when_phrase(p, list(self.spans), v.ev.duration_s)
+        return when_phrase(p, list(self.spans), v.ev.duration_s, whole="most")
 
 
 def heard_events(v: View) -> list[Heard]:
@@ -76,7 +76,7 @@ def heard_events(v: View) -> list[Heard]:
     return sorted(heard, key=lambda h: (h.spans[0][0], h.cls))
 
 
-PAUSE_S = 1.0  # a pause shorter than this does not split one turn or one sound into "several moments"
+PAUSE_S = 1.5  # a pause shorter than this does not split one turn or one sound into "several moments"
 THROUGHOUT = 0.85  # share of the clip a precisely timed span must cover to be "throughout"
 MOST = 0.5  # ... to be "for most of the clip"
 EDGE_S = 0.01
@@ -93,7 +93,15 @@ def merged(spans: list[tuple[float, float]], gap: float) -> list[tuple[float, fl
     return out
 
 
-def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float, *, windowed: bool = True) -> str | None:
+def when_phrase(
+    p: Phrases,
+    spans: list[tuple[float, float]],
+    duration: float,
+    *,
+    windowed: bool = True,
+    whole: str = "throughout",
+    partial: bool = True,
+) -> str | None:
     """Where in the clip something is heard, in words a listener can check.
 
     `windowed` spans are the tagger's 2 s windows: a window says the thing is audible somewhere inside it, not
@@ -101,6 +109,9 @@ def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float, *
     inside the clip (a jet at 2.55-6.51 s of 8 s lights windows 2-8, which is "the later part", not
     "throughout"), and no share of the clip is claimed from them. Precise spans (the VAD's) are first joined
     across pauses under PAUSE_S: Silero splits one turn at its breaths, and one turn is not "several moments".
+    `whole`: the phrase for windows that all hold it ("most" for sounds: a gunshot after a plane lights every
+    window of a clip in which nothing sounds for its first 1.75 s). `partial` False: say nothing unless every
+    window holds it (music: a bed under rain loses windows to the rain, and "in the first part" would be false).
     """
     if not spans or duration <= 0:
         return None
@@ -108,7 +119,9 @@ def when_phrase(p: Phrases, spans: list[tuple[float, float]], duration: float, *
     runs = merged(spans, EDGE_S if windowed else PAUSE_S)
     if windowed:
         if len(runs) == 1 and runs[0][0] <= EDGE_S and runs[0][1] >= duration - EDGE_S:
-            return w["throughout"]
+            return w[whole]
+        if not partial:
+            return None
         half = min(b - a for a, b in spans) / 2
         runs = [(a + half if a > EDGE_S else a, b - half if b < duration - EDGE_S else b) for a, b in runs]
     else:
@@ -215,7 +228,7 @@ def _music_lines(p: Phrases, v: View) -> list[str]:
     if v.content("music") != "present":
         return []
     lines = []
-    if (when := when_phrase(p, v.windows({"music"}), v.ev.duration_s)) is not None:
+    if (when := when_phrase(p, v.windows({"music"}), v.ev.duration_s, partial=False)) is not None:
         lines.append(m["heard"].format(when=when))
     harm = v.num("music.harmonic_ratio")
     if harm is not None:
@@ -246,7 +259,7 @@ def _sound_lines(p: Phrases, v: View) -> list[str]:
     if v.content("sound_events") != "present":
         return []
     lines = []
-    if (when := when_phrase(p, v.windows(SOUND_LABELS), v.ev.duration_s)) is not None:
+    if (when := when_phrase(p, v.windows(SOUND_LABELS), v.ev.duration_s, whole="most")) is not None:
         lines.append(s["heard"].format(when=when))
     named = [e for e in heard_events(v) if e.cls in p["events"]]
     for e in named:

@@ -36,7 +36,7 @@ def test_shipped_weights_class_file_and_calibration_agree() -> None:
     names = [c["name"] for c in meta["classes"]]
     assert len(names) == len(set(names)) >= 30
     tg = EventTagger()  # checks the network's outputs against the class list
-    assert tg.names == names and tg.layers[-1][0].shape[1] == len(names)
+    assert tg.names == names and all(m[-1][0].shape[1] == len(names) for m in tg.members)
     for c in meta["classes"]:
         x, y = np.asarray(c["calibration"]["x"]), np.asarray(c["calibration"]["y"])
         assert len(x) == len(y) >= 2 and np.all(np.diff(x) >= 0) and np.all(np.diff(y) >= -1e-9), c["name"]

@@ -84,7 +84,9 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         "gender": gender,
         "quote": quote,
         "unclear": v.ok("speech.language") is not None,  # else the words may be clear, in another language
-        "when": speech_when(when, v),
+        # when speech is heard belongs to the voice a caption names only when the count is sure: "a male voice
+        # speaks for most of the clip" was false where a woman took the second half (review v0006)
+        "when": speech_when(when, v) if n >= 1 or key in ("some", "unknown") else None,
     }
 
 
@@ -110,7 +112,7 @@ def _music(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         "tempo_word": tempo,
         "beat": (v.num("music.beat_strength") or 0) >= 0.6,
         "key": key.value if key is not None else None,
-        "when": when_phrase(when, v.windows({"music"}), v.ev.duration_s),
+        "when": when_phrase(when, v.windows({"music"}), v.ev.duration_s, partial=False),
     }
 
 
@@ -154,7 +156,7 @@ def _sound(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     )
     return {
         "descriptor": w["descriptor"][tags[0][1]] if tags else None,
-        "when": when_phrase(when, v.windows(SOUND_LABELS), v.ev.duration_s),
+        "when": when_phrase(when, v.windows(SOUND_LABELS), v.ev.duration_s, whole="most"),
     }
 
 
