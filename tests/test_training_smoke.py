@@ -83,6 +83,10 @@ def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_we
     meta = json.loads((tiny / "events_classes_tiny.json").read_text())
     assert meta["weights_sha256"] == _sha(tiny / "events_weights_tiny.npz")
     assert len(meta["classes"]) >= 3 and all(0 < c["threshold"] < 1 for c in meta["classes"])
+    from earmark.experts.probe.events import EventTagger  # the fold models ship as one averaged ensemble
+
+    tagger = EventTagger(tiny / "events_weights_tiny.npz", tiny / "events_classes_tiny.json")
+    assert len(tagger.members) == meta["members"] > 1
     recs = [json.loads(line) for line in open(tiny / "mixes" / "ev_dev.jsonl")]
     assert len(recs) == 12 and all("events" in r and "class_windows" in r for r in recs)
     assert _sha(EVENTS_SHIPPED) == before

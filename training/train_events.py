@@ -4,7 +4,7 @@
   python training/build_corpus.py download && python training/build_corpus.py scan     # sources (see README)
   python training/build_corpus.py events                  # ev_train (4800) + ev_dev (960) labelled mixes
   python training/train_events.py                         # features (cached) -> fold models -> out-of-fold
-                                                          # calibration + thresholds -> final model -> DEV report
+                                                          # calibration + thresholds -> the fold models as the shipped ensemble -> DEV report
                                                           # -> experts/probe/events_weights.npz + events_classes.json
   python training/train_events.py --cache-shard 0/2 &  python training/train_events.py --cache-shard 1/2   # fill
                                                           # the feature cache in 2 processes first (optional)
@@ -19,8 +19,9 @@ Model selection uses TRAIN data only: the ev_train clips come in K folds whose l
 packages per class (event_mixes.py); a model trained on the other folds predicts each fold (out-of-fold, OOF). Per
 class, isotonic regression of the truth on the OOF probability is the calibration, and the threshold is the lowest
 calibrated probability at which the OOF precision reaches PRECISION_BAR (with at least MIN_OOF_HITS true hits);
-a class without such a threshold is shipped with in_evidence = false. The shipped network is then trained on all
-folds. DEV (ev_dev: other packages) is only scored, at those thresholds, and written to the class file and
+a class without such a threshold is shipped with in_evidence = false. With `--schedule fixed` (the default) the K
+fold models, each trained a fixed number of epochs, are the shipped ensemble (the mean of their sigmoids); with
+`--schedule early-stopping` one network is then trained on all folds. DEV (ev_dev: other packages) is only scored, at those thresholds, and written to the class file and
 training/EVENTS.md; nothing is chosen on it.
 """
 
@@ -109,6 +110,42 @@ def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3,
     return layers
 
 
+def fit_mlp_fixed(X, Y, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
+                  dropout: float = 0.5, pos_weight: float = 5.0):
+    """The same network and masked, positive-weighted BCE as fit_mlp, trained for a fixed number of epochs (no
+    early-stopping split: events_diagnostics.fit_predict's schedule). Returns [(W, b), ...]."""
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(int(os.environ.get("EARMARK_TRAIN_THREADS", "1")))
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    net = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, Y.shape[1]))
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd)
+    xt, yt = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
+    pw = torch.full((Y.shape[1],), float(pos_weight))
+    for _ in range(epochs):
+        net.train()
+        perm = torch.from_numpy(rng.permutation(len(xt)))
+        for i in range(0, len(xt), 256):
+            idx = perm[i : i + 256]
+            y = yt[idx]
+            m = (y >= 0).float()
+            loss = nn.functional.binary_cross_entropy_with_logits(net(xt[idx]), y.clamp(min=0), reduction="none",
+                                                                  pos_weight=pw)
+            opt.zero_grad()
+            ((loss * m).sum() / m.sum().clamp(min=1)).backward()
+            opt.step()
+    net.eval()
+    lin = [m for m in net if isinstance(m, nn.Linear)]
+    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin]
+
+
+def forward_ensemble(members, mu, sd, X) -> np.ndarray:
+    """The mean of the members' sigmoid outputs (experts.probe.events.EventTagger.raw does the same)."""
+    return np.mean([forward(layers, mu, sd, X) for layers in members], axis=0)
+
+
 def forward(layers, mu, sd, X) -> np.ndarray:
     h = (X - mu) / sd
     for j, (W, b) in enumerate(layers):
@@ -189,18 +226,24 @@ def train(a) -> None:
     Xn = X  # standardised inside forward / fit via mu, sd
     oof = np.zeros(Y.shape, np.float32)
     K = int(max(fold)) + 1
+    members = []
     for k in range(K):
         log(f"fold {k}: train on the other folds, predict fold {k}")
         trn = fold != k
-        v = val_split(cidx[trn], 0.1, a.seed + k)
         Xa, Ya = ((Xn[trn] - mu) / sd).astype(np.float32), Y[trn]
-        layers = fit_mlp(Xa[~v], Ya[~v], Xa[v], Ya[v], a.hidden, a.epochs, a.seed + k)
+        if a.schedule == "fixed":  # the fold models are the shipped ensemble
+            layers = fit_mlp_fixed(Xa, Ya, a.hidden, a.epochs, a.seed + k)
+            members.append(layers)
+        else:
+            v = val_split(cidx[trn], 0.1, a.seed + k)
+            layers = fit_mlp(Xa[~v], Ya[~v], Xa[v], Ya[v], a.hidden, a.epochs, a.seed + k)
         oof[fold == k] = forward(layers, mu, sd, X[fold == k])
-    log("final model: all folds")
-    v = val_split(cidx, 0.1, a.seed + 99)
-    Xa = ((X - mu) / sd).astype(np.float32)
-    layers = fit_mlp(Xa[~v], Y[~v], Xa[v], Y[v], a.hidden, a.epochs, a.seed + 99)
-    Pd = forward(layers, mu, sd, Xd)
+    if a.schedule == "early-stopping":
+        log("final model: all folds")
+        v = val_split(cidx, 0.1, a.seed + 99)
+        Xa = ((X - mu) / sd).astype(np.float32)
+        members = [fit_mlp(Xa[~v], Y[~v], Xa[v], Y[v], a.hidden, a.epochs, a.seed + 99)]
+    Pd = forward_ensemble(members, mu, sd, Xd)
     out_classes = []
     for j, c in enumerate(classes):
         m = Y[:, j] >= 0
@@ -226,8 +269,10 @@ def train(a) -> None:
     wpath = a.out_dir / ("events_weights_tiny.npz" if a.tiny else EVENT_WEIGHTS.name)
     cpath = a.out_dir / ("events_classes_tiny.json" if a.tiny else EVENT_CLASSES.name)
     arrays = {"mu": mu.astype(np.float32), "sd": sd.astype(np.float32)}
-    for i, (W, b) in enumerate(layers):
-        arrays[f"W{i}"], arrays[f"b{i}"] = W.astype(np.float16), b.astype(np.float32)
+    for m, layers in enumerate(members):  # one member: W0, b0, ...; an ensemble: m0_W0, m0_b0, m1_W0, ...
+        prefix = f"m{m}_" if len(members) > 1 else ""
+        for i, (W, b) in enumerate(layers):
+            arrays[f"{prefix}W{i}"], arrays[f"{prefix}b{i}"] = W.astype(np.float16), b.astype(np.float32)
     a.out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(wpath, **arrays)
     doc = {
@@ -235,6 +280,7 @@ def train(a) -> None:
         "feature_version": FEATURE_VERSION_MUSICNN_MID if a.features != "v1" else "v1",
         "weights_sha256": hashlib.sha256(wpath.read_bytes()).hexdigest(),
         "trained": time.strftime("%Y-%m-%d %H:%M"), "seed": a.seed, "hidden": a.hidden,
+        "schedule": a.schedule, "epochs": a.epochs, "members": len(members),
         "precision_bar": PRECISION_BAR, "min_oof_hits": MIN_OOF_HITS,
         "train": {"clips": len(tr), "windows": int(len(X)), "folds": K},
         "dev": {"clips": len(dv), "windows": int(len(Xd))},
@@ -279,7 +325,11 @@ def main():
     ap.add_argument("--tag", default=None, help="cache sub-folder of the corpus (default tagger; tagger-tiny)")
     ap.add_argument("--out-dir", type=Path, default=None, help="where the weights and class file go")
     ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--schedule", choices=("fixed", "early-stopping"), default="fixed",
+                    help="fixed: the K fold models, each trained --epochs epochs, are the shipped ensemble (chosen "
+                         "over early-stopping because more classes pass the out-of-fold precision rule, 9 vs 5: a "
+                         "TRAIN-only criterion); early-stopping: one model on all folds, stopped on a 10 %% split")
+    ap.add_argument("--epochs", type=int, default=None, help="default: 25 (fixed), 60 (early-stopping)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-shard", default="", metavar="I/N", help="only fill the feature cache, shard I of N")
     ap.add_argument("--features", choices=("v1+mn1mid", "v1"), default="v1+mn1mid",
@@ -289,6 +339,7 @@ def main():
     a.tag = a.tag or ("tagger-tiny" if a.tiny else "tagger")
     if a.out_dir is None:
         a.out_dir = (a.cache / a.tag) if a.tiny else EVENT_WEIGHTS.parent
+    a.epochs = a.epochs or (25 if a.schedule == "fixed" else 60)
     if a.tiny:
         a.hidden, a.epochs = 16, 5
     np.random.seed(a.seed)

@@ -65,15 +65,12 @@ class EventTagger:
             )
         z = np.load(weights, allow_pickle=False)
         self.mu, self.sd = z["mu"].astype(np.float32), z["sd"].astype(np.float32)
-        self.layers = []
-        i = 0
-        while f"W{i}" in z:
-            self.layers.append((z[f"W{i}"].astype(np.float32), z[f"b{i}"].astype(np.float32)))
-            i += 1
+        prefixes = [""] if "W0" in z else [f"m{m}_" for m in range(len([k for k in z if k.endswith("_W0")]))]
+        self.members = [self._layers(z, prefix) for prefix in prefixes]  # one network, or the fold ensemble
         self.names = [c["name"] for c in self.meta["classes"]]
-        if self.layers[-1][0].shape[1] != len(self.names):
+        if self.members[0][-1][0].shape[1] != len(self.names):
             raise EventModelMismatch(
-                f"{Path(weights).name} has {self.layers[-1][0].shape[1]} outputs, the class "
+                f"{Path(weights).name} has {self.members[0][-1][0].shape[1]} outputs, the class "
                 f"file {len(self.names)} classes"
             )
         self.curves = [
@@ -81,14 +78,27 @@ class EventTagger:
         ]
         self.feature_version = str(self.meta["feature_version"])
 
+    @staticmethod
+    def _layers(z, prefix: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        layers, i = [], 0
+        while f"{prefix}W{i}" in z:
+            layers.append((z[f"{prefix}W{i}"].astype(np.float32), z[f"{prefix}b{i}"].astype(np.float32)))
+            i += 1
+        return layers
+
     def raw(self, X: np.ndarray) -> np.ndarray:
-        """(n_windows, n_classes) sigmoid outputs for (n_windows, D) window features."""
-        h = (np.asarray(X, np.float32) - self.mu) / self.sd
-        for j, (W, b) in enumerate(self.layers):
-            h = h @ W + b
-            if j < len(self.layers) - 1:
-                h = np.maximum(h, 0)
-        return 1 / (1 + np.exp(-np.clip(h, -30, 30)))
+        """(n_windows, n_classes) sigmoid outputs for (n_windows, D) window features: the mean over the members
+        (the K fold models of training/train_events.py; one network in older weights)."""
+        x = (np.asarray(X, np.float32) - self.mu) / self.sd
+        out = []
+        for layers in self.members:
+            h = x
+            for j, (W, b) in enumerate(layers):
+                h = h @ W + b
+                if j < len(layers) - 1:
+                    h = np.maximum(h, 0)
+            out.append(1 / (1 + np.exp(-np.clip(h, -30, 30))))
+        return np.mean(out, axis=0)
 
     def calibrated(self, X: np.ndarray) -> np.ndarray:
         p = self.raw(X)
