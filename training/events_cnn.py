@@ -279,7 +279,17 @@ def run_main(a):
         return
     tag = f"e{a.epochs}" + ("" if a.ch == "16,32,64,64" else "_ch" + a.ch.replace(",", "-"))
     oof_path = OUT / f"cnn_oof_{tag}.npy"
-    if oof_path.exists():
+    keep = np.ones(len(Y), bool)
+    if a.partial:  # out of time: score only the folds whose fold model finished (MLP on the same windows)
+        pdf = np.load(OUT / f"cnn_devfolds_{tag}.npy")
+        done_k = [k for k in range(K) if np.abs(pdf[k]).sum() > 0]
+        keep = np.isin(fold, done_k)
+        oof = np.load(OUT / f"cnn_oof_{tag}_partial.npy")
+        tag += f"_folds{''.join(map(str, done_k))}"
+        log(f"partial: folds {done_k} only ({keep.sum()} windows); DEV = mean of those fold models")
+        a.no_final = True
+        np.save(OUT / f"cnn_devfolds_{tag}.npy", pdf[done_k])
+    elif oof_path.exists():
         oof = np.load(oof_path)
     else:
         oof = np.zeros(Y.shape, np.float32)
@@ -315,7 +325,7 @@ def run_main(a):
         log(f"all-fold model: {time.time() - t0:.0f} s")
     heads, per = [], {}
     cname = f"CNN {tag}" + (", DEV = mean of fold models" if a.no_final else ", DEV = all-fold model")
-    h, per[cname] = evaluate(cname, oof, Pd, Y, Yd, classes)
+    h, per[cname] = evaluate(cname, oof[keep], Pd, Y[keep], Yd, classes)
     heads.append(h)
     fp = OUT / f"cnn_devfolds_{tag}.npy"
     if fp.exists() and not a.no_final:  # DEV as the mean of the K fold models (how events_diagnostics scores the MLP)
@@ -325,13 +335,14 @@ def run_main(a):
     mp = OUT / "mlp_preds.npz"
     if mp.exists():
         m = np.load(mp)
-        h, per["MLP (rerun, events_diagnostics)"] = evaluate("MLP (rerun, events_diagnostics)", m["oof"], m["dev"],
-                                                            Y, Yd, classes)
+        h, per["MLP (rerun, events_diagnostics)"] = evaluate("MLP (rerun, events_diagnostics)", m["oof"][keep],
+                                                            m["dev"], Y[keep], Yd, classes)
         heads.append(h)
-        h, per["fusion (CNN + MLP) / 2"] = evaluate("fusion (CNN + MLP) / 2", (oof + m["oof"]) / 2,
-                                                   (Pd + m["dev"]) / 2, Y, Yd, classes)
+        h, per["fusion (CNN + MLP) / 2"] = evaluate("fusion (CNN + MLP) / 2",
+                                                   ((oof + m["oof"]) / 2)[keep], (Pd + m["dev"]) / 2, Y[keep], Yd,
+                                                   classes)
         heads.append(h)
-    res = {"heads": heads, "per_class": per, "epochs": a.epochs, "ch": a.ch, "no_final": a.no_final, "oof_s": t_oof, "total_s": time.time() - t_start}
+    res = {"heads": heads, "per_class": per, "epochs": a.epochs, "ch": a.ch, "no_final": a.no_final, "partial": a.partial, "oof_s": t_oof, "total_s": time.time() - t_start}
     (OUT / f"results_{tag}.json").write_text(json.dumps(res, indent=1, default=float))
     md = ["| model | OOF AUC | OOF AP | DEV AUC | DEV AP | classes with OOF threshold | of them DEV P >= 0.90 |",
           "|---|---|---|---|---|---|---|"]
@@ -356,6 +367,7 @@ def main():
     ap.add_argument("--wd", type=float, default=1e-4)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--ch", default="16,32,64,64", help="conv channels of the 4 blocks")
+    ap.add_argument("--partial", action="store_true", help="evaluate the finished folds of an unfinished run")
     ap.add_argument("--no-final", action="store_true",
                     help="skip the all-fold model: DEV = mean of the K fold models (as events_diagnostics)")
     ap.add_argument("--pos-weight", type=float, default=5.0)
