@@ -58,7 +58,7 @@ PRESENCE: list[tuple[str, str, str]] = [
     ),
     (
         r"sound effects?|sound events?|background sounds?|ambient sounds?|noises?|sounds? of|"
-        r"(?:other|notable|distinct|separate|environmental) (?:\w+ )?sounds?|events?",
+        r"(?:other|notable|distinct|separate|environmental|recorded|additional|extra|further) (?:\w+ )?sounds?|events?",
         "presence",
         "sound",
     ),
@@ -169,12 +169,13 @@ GENRES = (
     r"rock|jazz|blues|classical|electronic|electronica|techno|house music|dance music|pop|hip[- ]hop|rap|"
     r"r&b|soul|funk|reggae|country|folk|metal|punk|ambient|orchestral|cinematic|film score|chiptune|"
     r"8-bit|lo-fi|disco|trance|dubstep|edm|gospel|opera|baroque|latin|world music|new age|ska|"
-    r"video game music|game music"
+    r"video game music|game music|symphon\w*|concerto|sonata"
 )
 MOODS = (
     r"upbeat|cheerful|happy|joyful|sad|melanchol\w*|dark|ominous|tense|suspenseful|dramatic|epic|"
     r"mysterious|eerie|romantic|peaceful|serene|relaxing|chill|mellow|dreamy|uplifting|triumphant|"
-    r"aggressive|intense|playful|whimsical|somber|nostalgic|meditative|hypnotic|festive|heroic"
+    r"aggressive|intense|playful|whimsical|somber|nostalgic|meditative|hypnotic|festive|heroic|"
+    r"joy|joyous|jubilant|accomplish\w*|sorrow\w*|longing"
 )
 TEMPO: list[tuple[str, str, str]] = [  # musical tempo only: "fast speech" or "talks quickly" is not a tempo claim
     (r"(\d{2,3})\s*(?:bpm|beats per minute)", "tempo", "bpm"),

@@ -807,3 +807,18 @@ def test_a_non_speech_vocal_sound_is_a_named_source_no_expert_confirms():
     ):
         assert _verdicts(text, ev).get(("event", word)) == "unsupported", text
     assert not any(t == "event" for t, _ in _verdicts("A woman speaks, out of sight.", ev))
+
+
+def test_no_recorded_sounds_denies_the_sound_events():
+    """A fresh build's kept long caption said "there are no recorded sounds" of a clip with an alarm."""
+    ev = evidence_of("0123456789abcdef0123", "S0A", {"speech.seconds": 3.0}, duration_s=10.0)
+    got = _verdicts("A woman is speaking, and there are no recorded sounds.", ev)
+    assert got[("absence", "sound")] == "contradicted"
+
+
+def test_a_symphony_and_a_sense_of_joy_are_claims_no_expert_confirms():
+    """A fresh build's kept long caption called a game track "a symphony, filled with a sense of joy and
+    accomplishment"; neither a genre nor a mood tag said so."""
+    ev = evidence_of("0123456789abcdef0123", "0MA", {}, duration_s=8.0)
+    got = _verdicts("Music that sounds like a symphony, filled with a sense of joy and accomplishment.", ev)
+    assert got[("genre", "symphony")] == "unsupported" and got[("mood", "joy")] == "unsupported"

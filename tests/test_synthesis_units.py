@@ -398,6 +398,10 @@ def test_one_turn_split_at_its_pauses_is_not_several_moments():
         )
     ]
     assert not any("most of the clip" in t for t in said), said
+    # VAD gaps that the tagger's windows do not confirm (speech in every window): not "several moments"
+    masked = {"0.7-1.4@speech.segment": 0.7, "3.3-4.1@speech.segment": 0.8, "5.1-7.9@speech.segment": 2.8}
+    every = {f"{a}-{a + 2}@content.window": {"speech": 0.99} for a in range(0, 10, 2)}
+    assert "several" not in render(evidence_of("w4", "S0A", {**masked, **every}, duration_s=10.0), "speech")
     # two turns apart by a pause of 2 s are separate moments
     apart = {"0.3-2.0@speech.segment": 1.7, "4.0-5.5@speech.segment": 1.5}
     windows = {f"{a}-{a + 2}@content.window": {"speech": 0.99 if a in (0, 4) else 0.01} for a in range(0, 10, 2)}
