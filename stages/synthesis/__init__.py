@@ -42,8 +42,10 @@ from earmark.stages.synthesis.replies import (
 # instruction triples by rule unless qa_pairs / instruction_triples = "llm", 10: the `writer` column; "auto" writers;
 # a rejected LLM QA pair / triple / content caption replaced by the rule's; 11: the audit reads "one or more people
 # speak" as no count; 12: a coarse descriptor supports no event class; 13: timing words from turns joined across
-# pauses and from windows that say where, not how long; non-speech vocal sounds are named sources)
-STAGE_VERSION = "13"
+# pauses and from windows that say where, not how long; non-speech vocal sounds are named sources; 14: "at several
+# moments" confirmed by the tagger's windows, a voice's timing only with a confirmed count, music timing only
+# "throughout")
+STAGE_VERSION = "14"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
