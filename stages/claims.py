@@ -558,11 +558,10 @@ def judge(c: ExtractedClaim, ev: ClipEvidence, min_confidence: float = 0.6) -> J
         return _event(e, v)
     if t == "moment":
         return _moment(e, v)
-    if t == "descriptor":
+    if t == "descriptor":  # the coarse DSP tags were wrong on real mixes (render._sound_lines): they confirm nothing
         if (j := _needs(e, "sound")) is not None and e.content("music") != "present":
             return j
-        p = max((x for k, x in e.all_labels("sound_tags.clip") if k == v), default=None)
-        return _band(p, f"sound_tags.clip[{v}]", p is not None and p >= e.thr, False, "sound tag")
+        return _j(UNSUPPORTED, None, f"no expert can confirm a sound is {v}-like (the coarse sound tags were wrong)")
     if t in ("loudness", "noise", "reverb", "bandwidth"):
         fact = {
             "loudness": "levels.lufs",

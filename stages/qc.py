@@ -30,8 +30,8 @@ from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTr
 # source_spread and premise (stages/sources.py, stages/audit.py); 14: fact_budget (stages/budget.py); 15: "one or more
 # people speak" is no speaker count; 16: a coarse descriptor ("tonal") supports no event class ("beeps"); 17: non-speech
 # vocal sounds ("sighing") are named sources; 18: "no recorded sounds" denies sound events, "symphony" is a genre,
-# "joy" a mood
-STAGE_VERSION = "18"
+# "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing
+STAGE_VERSION = "19"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

@@ -382,8 +382,6 @@ def test_one_turn_split_at_its_pauses_is_not_several_moments():
     turn = {"0.3-2.7@speech.segment": 2.36, "2.9-4.9@speech.segment": 1.95, "5.0-6.3@speech.segment": 1.28}
     text = render(evidence_of("w1", "S00", {**turn, **windows}, duration_s=10.0), "speech")
     assert "several" not in text and "speech heard for most of the clip" in text
-    from earmark.stages.synthesis.rule_captions import rule_captions
-
     man = {"V1@speaker.gender": {"male": 0.99, "female": 0.01}, "speakers.count": 1.0}
     ev = evidence_of("w1", "S00", {**turn, **windows, **man}, duration_s=10.0)
     said = [c.text for c in rule_captions(ev, "speech", synth(None))]
@@ -449,3 +447,17 @@ def test_a_voice_gender_from_the_ambiguous_pitch_band_is_not_stated():
     assert sure == {"male": 0.91, "female": 0.09}
     voice = {"V1@speaker.gender": {"female": 0.5, "male": 0.5}, "speech.seconds": 3.0}
     assert "voice" not in render(evidence_of("g1", "S00", voice, duration_s=8.0), "speech")
+
+
+def test_the_coarse_sound_tags_and_all_lit_sound_windows_say_nothing():
+    """A blind check of a fresh build (v0005): "impulsive sounds" for an alarm, water and a helicopter, "tonal
+    sounds" for water and an explosion, "for most of the clip" for 1.3 s of splashes and a gunshot in 8 s whose
+    every window the presence head lit. Neither the DSP descriptors nor all-lit sound windows reach an item."""
+    lit = {f"{a}-{a + 2}@content.window": {"sound": 0.99} for a in range(0, 8, 2)}
+    ev = evidence_of(
+        "d1", "00A", {"sound_tags.clip": {"impulsive sound": 0.95, "tonal sound": 0.9}, **lit}, duration_s=8.0
+    )
+    text = render(ev, "sound")
+    assert not any(w in text for w in ("impulsive", "tonal", "noise-like", "most of the clip", "throughout")), text
+    said = [c.text for c in rule_captions(ev, "sound", synth(None))]
+    assert said and not any(w in " ".join(said).lower() for w in ("impulsive", "tonal", "most of", "throughout")), said

@@ -44,8 +44,8 @@ from earmark.stages.synthesis.replies import (
 # speak" as no count; 12: a coarse descriptor supports no event class; 13: timing words from turns joined across
 # pauses and from windows that say where, not how long; non-speech vocal sounds are named sources; 14: "at several
 # moments" confirmed by the tagger's windows, a voice's timing only with a confirmed count, music timing only
-# "throughout")
-STAGE_VERSION = "14"
+# "throughout"; 15: no coarse DSP descriptor and no timing from all-lit sound windows)
+STAGE_VERSION = "15"
 ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request

@@ -1,7 +1,7 @@
 """Content captions written by rule from the clip's confident facts (`synthesize.content_captions = "rule"`).
 
 A speech, music, sound or environment caption of a few words is fully determined by a handful of facts (who
-speaks and what the confident transcript says; texture, tempo and key; the event descriptors and when; the
+speaks and what the confident transcript says; texture, tempo and key; the named events and when; the
 recording's loudness, noise, echo and bandwidth). Writing it from templates (prompts/content_captions.toml)
 costs no model call and says exactly what the facts say. A kind with no confident fact gets no caption.
 """
@@ -145,19 +145,10 @@ def _sound(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         return None
     events = _events(v, when)[:MAX_EVENTS]
     if events:
-        return {"events": events, "descriptor": None, "when": None}
-    tags = sorted(
-        (
-            (f.number or 0, f.value)
-            for f in v.ev.all("sound_tags.clip")
-            if f.value in w["descriptor"] and (f.number or 0) >= v.thr
-        ),
-        reverse=True,
-    )
-    return {
-        "descriptor": w["descriptor"][tags[0][1]] if tags else None,
-        "when": when_phrase(when, v.windows(SOUND_LABELS), v.ev.duration_s, whole="most"),
-    }
+        return {"events": events, "when": None}
+    # no coarse descriptor (impulsive / tonal / noise-like: wrong on real mixes, see render._sound_lines), and
+    # no timing from sound windows that are all lit
+    return {"when": when_phrase(when, v.windows(SOUND_LABELS), v.ev.duration_s, whole=None)}
 
 
 def _environment(v: View, w: dict, when: Any) -> dict[str, Any] | None:
