@@ -19,7 +19,11 @@ three) 16-32-64-64, frequency mean, global max + mean over time, FC 128, dropout
 pos_weight 5 (as the MLP); random gain +-6 dB on half the batch, one SpecAugment time mask (< 16 frames) and one
 frequency mask (< 10 bands) each with p = 0.5; per-band standardisation from the training windows.
 
-Timings (2 shared CPU cores, nice 15, torch 2 threads): see /work/evcnn/report.md.
+Timings (2026-11-27, 2 CPU cores shared with other nice-5 work, nice 15, torch 2 threads, --epochs 8 --bs 128):
+cache 92 s (5760 clips, ~16 ms/clip); mlp 179 s (1 thread); run: fold models 1112 / 1104 / 876 / 560 s (40-240 s
+per epoch depending on the other load), all-fold model 989 s, scoring ~15 s; total run 78 min.
+Result (8 epochs, fixed up front): CNN OOF AUC 0.743 AP 0.037, DEV AUC 0.799 AP 0.085, 0 classes with an OOF
+threshold -- worse than the MLP (0.794 / 0.109 / 0.819 / 0.177); details in /work/evcnn/report.md.
 """
 
 from __future__ import annotations
