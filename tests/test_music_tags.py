@@ -173,3 +173,35 @@ def test_calibration_curves_are_monotone_probabilities(level: str) -> None:
     cx, cy = Heads().cal[level]
     assert np.all(np.diff(cx, axis=1) >= 0) and np.all(np.diff(cy, axis=1) >= -1e-6)
     assert cy.min() >= 0 and cy.max() <= 1
+
+
+def test_speech_over_music_heard_as_one_unbroken_segment_is_not_stated():
+    """Two no-voice clips of Drascula's music (review and fresh builds) were "speech" with a VAD segment over the
+    whole clip; every real voice over music paused. Speech is then uncertain; a paused voice stays present."""
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import SpeechActivity, TimeSpan
+    from earmark.stages.evidence import build_evidence
+
+    def vad(spans):
+        s = sum(b - a for a, b in spans)
+        return SpeechActivity(
+            clip_id="v",
+            expert="vad",
+            backend="test",
+            expert_version="1",
+            segments=[TimeSpan(start_s=a, end_s=b) for a, b in spans],
+            speech_s=s,
+            speech_ratio=s / 10.0,
+            max_prob=0.99,
+        )
+
+    clip = SimpleNamespace(clip_id="v", duration_s=10.0)
+
+    def speech(code, spans):
+        ev = build_evidence(clip, {"domain": _domain("v", code), "vad": vad(spans)})
+        return ev.get("content.speech").value
+
+    assert speech("SM0", [(0.0, 9.97)]) == "uncertain"
+    assert speech("SM0", [(0.3, 2.7), (2.9, 4.9), (5.0, 9.9)]) == "present"
+    assert speech("S00", [(0.0, 9.97)]) == "present"  # no music: a long unbroken reading stays speech
