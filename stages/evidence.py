@@ -30,13 +30,15 @@ from earmark.stages.base import Inputs, StageSpec
 # 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone; 9: quotable phrases
 # (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
 # named events (`sound.event`), music tags by group; 14: a voice's gender carries a calibrated probability; 15: speech
-# over music heard by the VAD as one unbroken segment is not stated
-EVIDENCE_VERSION = "15"
+# over music heard by the VAD as one unbroken segment is not stated; 16: nor speech over music without one word
+EVIDENCE_VERSION = "16"
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
 # voice-like lead more often than speech: of the speech-over-music clips of four real-audio builds (devbench,
 # checkbench, review, fresh; 2026-11-27), the two such clips had no voice at all (Drascula's music, whose lead
 # Whisper "transcribed" at a mean word probability of 0.24-0.68), and every clip with a real voice paused (VAD
-# ratio <= 0.86, 3-4 segments). Speech is then "uncertain": no item states or denies it.
+# ratio <= 0.86, 3-4 segments). Nor is speech over music in which Whisper wrote not one word although the VAD
+# gave it speech: the three such clips of five builds (fresh2, 2026-11-27) had no voice; no real voice of the 240
+# clips got an empty transcript. Speech is then "uncertain": no item states or denies it.
 UNBROKEN_VOICE, SUNG_CONFIDENCE = 0.95, 0.5
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
@@ -197,8 +199,10 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
     f = _Facts()
     dom = records["domain"]
     calibrated = {nv.name: nv.value for nv in dom.features if nv.name.startswith("calibrated_")}
-    vad = records.get("vad")
+    vad, asr = records.get("vad"), records.get("asr")
     unbroken = vad is not None and len(vad.segments) == 1 and vad.speech_ratio >= UNBROKEN_VOICE
+    wordless = asr is not None and asr.skipped_reason is None and asr.vad_speech_s > 0 and not asr.words
+    voice_like = unbroken or wordless
     for content, prob, idx, head in (
         ("speech", dom.speech_prob, 0, "speech"),
         ("music", dom.music_prob, 1, "music"),
@@ -206,7 +210,7 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
     ):
         p = float(calibrated.get(f"calibrated_{head}", prob))  # P(present): calibrated where the tagger is
         state, conf = presence_state(dom.domain[idx] != "0", p, dom.silent, cfg.presence_confidence)
-        if content == "speech" and state == "present" and unbroken and dom.domain[1] != "0":
+        if content == "speech" and state == "present" and voice_like and dom.domain[1] != "0":
             state, conf = "uncertain", min(conf, SUNG_CONFIDENCE)  # a voice-like lead over music, not speech
         f.add(dom, f"content.{content}", _r(float(prob)), state, confidence=conf)
     f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent", confidence=1.0)

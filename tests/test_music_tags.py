@@ -205,3 +205,33 @@ def test_speech_over_music_heard_as_one_unbroken_segment_is_not_stated():
     assert speech("SM0", [(0.0, 9.97)]) == "uncertain"
     assert speech("SM0", [(0.3, 2.7), (2.9, 4.9), (5.0, 9.9)]) == "present"
     assert speech("S00", [(0.0, 9.97)]) == "present"  # no music: a long unbroken reading stays speech
+
+    from earmark.schemas.records import Transcript, Word
+
+    def asr(words):
+        return Transcript(
+            clip_id="v",
+            expert="asr",
+            backend="test",
+            expert_version="1",
+            text=" ".join(w.word for w in words),
+            language="en",
+            language_prob=1.0,
+            words=words,
+            avg_logprob=-0.3,
+            no_speech_prob=0.1,
+            vad_speech_s=6.8,
+            skipped_reason=None,
+        )
+
+    paused = [(0.3, 2.7), (2.9, 4.9), (5.0, 9.9)]
+    # fresh2: three music clips without a voice had VAD "speech" in which Whisper wrote not one word
+    wordless = build_evidence(clip, {"domain": _domain("v", "SM0"), "vad": vad(paused), "asr": asr([])})
+    assert wordless.get("content.speech").value == "uncertain"
+    said = asr([Word(word="hello", start_s=0.3, end_s=0.8, prob=0.9)])
+    assert (
+        build_evidence(clip, {"domain": _domain("v", "SM0"), "vad": vad(paused), "asr": said})
+        .get("content.speech")
+        .value
+        == "present"
+    )
