@@ -30,8 +30,9 @@ from earmark.stages.base import Inputs, StageSpec
 # 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone; 9: quotable phrases
 # (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
 # named events (`sound.event`), music tags by group; 14: a voice's gender carries a calibrated probability; 15: speech
-# over music heard by the VAD as one unbroken segment is not stated; 16: nor speech over music without one word
-EVIDENCE_VERSION = "16"
+# over music heard by the VAD as one unbroken segment is not stated; 16: nor speech over music without one word; 17:
+# only a low-pitched male voice has a gender above the bar
+EVIDENCE_VERSION = "17"
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
 # voice-like lead more often than speech: of the speech-over-music clips of four real-audio builds (devbench,
 # checkbench, review, fresh; 2026-11-27), the two such clips had no voice at all (Drascula's music, whose lead
@@ -79,22 +80,26 @@ UNFINISHED = 0.5  # a last phrase without closing punctuation: perhaps cut by th
 # (lower bound of the least probability, P right), the first that applies. On the untuned check and review builds
 # the phrases at ≥ 0.95 were right 12 of 13 times (docs/benchmarks.md, "Issue [1/4]").
 QUOTE_CALIBRATION = ((0.95, 0.95), (0.8, 0.77), (0.6, 0.6), (0.0, 0.35))
-# P(a voice's gender is right | the attribute model's probability of its likelier gender), measured on the voices of
-# the devbench and checkbench builds whose every mixed voice has a known gender (`benchmarks/devset_truth.py`,
-# 2026-11-27): >= 0.95: 21 of 23 right, 0.8-0.95: 4 of 5, below: 1 of 2. Below 0.8 the pitch lies in the 150-180 Hz
-# band where men's and women's voices overlap; such a gender falls under the evidence bar. Measured on the embedded
-# pitch heuristic (`experts.speakers`); a paper backend's probabilities are its own.
-GENDER_CALIBRATION = ((0.95, 0.91), (0.8, 0.8), (0.0, 0.5))
+# P(a voice's gender is right | the pitch group's median F0), the embedded pitch heuristic (`experts.speakers`),
+# measured on the pitch groups of five 48-clip real-audio builds (devbench, checkbench, review, fresh, fresh2;
+# clips whose voices all have one known gender; `benchmarks/devset_truth.py` and the truth's groups, 2026-11-27):
+# below 150 Hz 32 of 32 were men; 150-200 Hz 10 men and 6 women; 200-230 Hz 8 women and 2 men; above 230 Hz 8 women
+# and 4 men (game voice acting: high cartoon men; pitch groups of a sung or played lead). Only "male" below 150 Hz
+# is right often enough to state; every other gender falls under the evidence bar. A paper backend's
+# probabilities are its own.
+MALE_BELOW_HZ, MALE_CONFIDENCE, UNSURE_GENDER = 150.0, 0.95, 0.5
 
 
-def calibrated_gender(labels: Sequence[LabelProb]) -> list[LabelProb]:
-    """The likelier gender at its calibrated probability (GENDER_CALIBRATION), the other at the rest."""
+def calibrated_gender(labels: Sequence[LabelProb], pitch_hz: float | None) -> list[LabelProb]:
+    """The voice's gender probabilities as measured for its pitch (MALE_BELOW_HZ): the likelier label at
+    MALE_CONFIDENCE where it is "male" and the pitch is low, every label at UNSURE_GENDER otherwise."""
     if not labels:
         return []
     top = max(labels, key=lambda lp: lp.prob)
-    q = next(p for bound, p in GENDER_CALIBRATION if top.prob >= bound)
-    rest = 1.0 - q
-    return [LabelProb(label=lp.label, prob=q if lp is top else rest / max(1, len(labels) - 1)) for lp in labels]
+    if top.label == "male" and pitch_hz is not None and 0 < pitch_hz < MALE_BELOW_HZ:
+        rest = (1.0 - MALE_CONFIDENCE) / max(1, len(labels) - 1)
+        return [LabelProb(label=lp.label, prob=MALE_CONFIDENCE if lp is top else rest) for lp in labels]
+    return [LabelProb(label=lp.label, prob=UNSURE_GENDER) for lp in labels]
 
 
 def spec(expert_tables: Sequence[str], cfg: EvidenceSection) -> StageSpec:
@@ -440,7 +445,7 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     f.add(dia, "speakers.count", float(n), confidence=conf)
     for i, voice in enumerate(voices, 1):  # the voices by pitch: their genders stand for the diarized speakers'
         heuristic = str(getattr(spk, "backend", "")).startswith("heuristic:pitch")
-        gender = calibrated_gender(voice.gender) if heuristic else voice.gender
+        gender = calibrated_gender(voice.gender, voice.pitch_median_hz) if heuristic else voice.gender
         f.labels(spk, "speaker.gender", gender, subject=f"V{i}")
         f.add(spk, "speaker.pitch_median_hz", voice.pitch_median_hz, subject=f"V{i}")
     people = {p.speaker: p for p in spk.speakers} if spk is not None else {}
