@@ -31,8 +31,8 @@ from earmark.stages.base import Inputs, StageSpec
 # (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
 # named events (`sound.event`), music tags by group; 14: a voice's gender carries a calibrated probability; 15: speech
 # over music heard by the VAD as one unbroken segment is not stated; 16: nor speech over music without one word; 17:
-# only a low-pitched male voice has a gender above the bar
-EVIDENCE_VERSION = "17"
+# only a low-pitched male voice has a gender above the bar; 18: the same for a diarized speaker's gender
+EVIDENCE_VERSION = "18"
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
 # voice-like lead more often than speech: of the speech-over-music clips of four real-audio builds (devbench,
 # checkbench, review, fresh; 2026-11-27), the two such clips had no voice at all (Drascula's music, whose lead
@@ -443,8 +443,8 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     alone = state.get("content.music") == "absent" and not events
     n, conf = speaker_count(dia.n_speakers, profiles, voices, alone, events)
     f.add(dia, "speakers.count", float(n), confidence=conf)
+    heuristic = str(getattr(spk, "backend", "")).startswith("heuristic:pitch")
     for i, voice in enumerate(voices, 1):  # the voices by pitch: their genders stand for the diarized speakers'
-        heuristic = str(getattr(spk, "backend", "")).startswith("heuristic:pitch")
         gender = calibrated_gender(voice.gender, voice.pitch_median_hz) if heuristic else voice.gender
         f.labels(spk, "speaker.gender", gender, subject=f"V{i}")
         f.add(spk, "speaker.pitch_median_hz", voice.pitch_median_hz, subject=f"V{i}")
@@ -459,7 +459,10 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
         if (p := people.get(name)) is None:
             continue
         for attr in ("age_band", "emotion", "accent") if voices else ("gender", "age_band", "emotion", "accent"):
-            f.labels(spk, f"speaker.{attr}", getattr(p, attr), subject=name)
+            labels = getattr(p, attr)
+            if attr == "gender" and heuristic:  # the voices' pitch rule (fresh2: a 532 Hz "woman" was a man)
+                labels = calibrated_gender(labels, p.pitch_median_hz)
+            f.labels(spk, f"speaker.{attr}", labels, subject=name)
         if not voices:
             f.add(spk, "speaker.pitch_median_hz", _r(p.pitch_median_hz, 1), subject=name)
 

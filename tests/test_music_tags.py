@@ -235,3 +235,52 @@ def test_speech_over_music_heard_as_one_unbroken_segment_is_not_stated():
         .value
         == "present"
     )
+
+
+def test_a_diarized_speakers_gender_follows_the_same_pitch_rule():
+    """fresh2 v0003: without pitch groups the diarized speaker's own gender was stated, "female" at 532 Hz for a
+    man. The pitch rule of the voices applies to it too; a low male speaker keeps his gender."""
+    from types import SimpleNamespace
+
+    from earmark.schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile, SpeakerTurn
+    from earmark.stages.evidence import build_evidence
+
+    def gender_of(label, hz):
+        other = "male" if label == "female" else "female"
+        profile = SpeakerProfile(
+            speaker="S1",
+            speech_s=2.1,
+            gender=[LabelProb(label=label, prob=1.0), LabelProb(label=other, prob=0.0)],
+            age_band=[],
+            emotion=[],
+            accent=[],
+            pitch_median_hz=hz,
+            pitch_iqr_hz=10.0,
+            energy_dbfs=-20.0,
+            method="heuristic:pitch-energy",
+        )
+        records = {
+            "domain": _domain("s", "S00"),
+            "diarization": Diarization(
+                clip_id="s",
+                expert="diarization",
+                backend="test",
+                expert_version="1",
+                n_speakers=1,
+                turns=[SpeakerTurn(speaker="S1", start_s=0.5, end_s=2.6)],
+                skipped_reason=None,
+            ),
+            "speakers": SpeakerAttributes(
+                clip_id="s",
+                expert="speakers",
+                backend="heuristic:pitch-energy-v1",
+                expert_version="1",
+                speakers=[profile],
+                skipped_reason=None,
+            ),
+        }
+        ev = build_evidence(SimpleNamespace(clip_id="s", duration_s=8.0), records)
+        return ev.labels("speaker.gender", "S1")
+
+    assert gender_of("female", 532.0) == {"female": 0.5, "male": 0.5}
+    assert gender_of("male", 120.0)["male"] == 0.95
