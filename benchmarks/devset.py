@@ -106,6 +106,7 @@ class Sources:
     def __init__(self, corpus: Path, events: dict[str, str], music: dict[str, dict], split: str = "dev"):
         rows = [json.loads(line) for line in (corpus / "sources.jsonl").read_text().splitlines()]
         self.dir = corpus / "sources"
+        self._samples: dict[str, int] = {}
         dev = [r for r in rows if r["split"] == split]
         texts = warzone_texts(corpus.parent / "pkgs")
         self.speech: dict[str, list[dict]] = defaultdict(list)
@@ -140,6 +141,14 @@ class Sources:
     def audio(self, r: dict) -> np.ndarray:
         return np.load(self.dir / f"{r['uid']}.npy").astype(np.float32) / 32768.0
 
+    def samples(self, r: dict) -> int:
+        """The source's length in samples, without reading it. A turn draws only among the utterances that fit
+        the rest of the clip: before 2026-11-27 it drew one and stopped if it was too long, which left a
+        speech-domain clip without any voice (3 S00 clips of fresh3, SM0_05 of review: their truth lists none)."""
+        if r["uid"] not in self._samples:
+            self._samples[r["uid"]] = int(np.load(self.dir / f"{r['uid']}.npy", mmap_mode="r").shape[0])
+        return self._samples[r["uid"]]
+
 
 def _speech(src: Sources, rng: np.random.Generator, n_len: int, two: bool) -> tuple[np.ndarray, list[dict]]:
     english = [g for g in src.english if src.speech.get(g)]
@@ -158,10 +167,12 @@ def _speech(src: Sources, rng: np.random.Generator, n_len: int, two: bool) -> tu
     turn = 0
     while t < n_len - SR // 2:
         who = speakers[turn % len(speakers)]
-        r = src.speech[who["group"]][int(rng.integers(len(src.speech[who["group"]])))]
-        x = src.audio(r)
-        if len(x) > n_len - t:
+        # an utterance that fits the rest of the clip (a speech domain must hold speech)
+        rows = [r for r in src.speech[who["group"]] if src.samples(r) <= n_len - t]
+        if not rows:
             break
+        r = rows[int(rng.integers(len(rows)))]
+        x = src.audio(r)
         x = x * 10 ** ((level - _active_db(x)) / 20)
         y[t : t + len(x)] += x
         a, b = _span(x)

@@ -79,3 +79,14 @@ def test_dev_split_ignores_check_rows(tmp_path: Path) -> None:
     src = Sources(_corpus(tmp_path), {}, {}, "dev")
     assert set(src.speech) == {"g-dev"} and not src.events and "g-en" not in src.english
     assert DOMAINS[0] == "000"
+
+
+def test_a_speech_domain_clip_always_holds_a_voice(tmp_path: Path) -> None:
+    """A group of mostly too-long utterances: the mixer draws again instead of leaving the S clip voiceless."""
+    corpus = _corpus(tmp_path)
+    for i in range(11):  # g-en: 11 of 12 utterances longer than any clip, one short
+        np.save(corpus / "sources" / f"en{i}.npy", _tone(220, 12.0))
+    src = Sources(corpus, {}, {}, "check")
+    for i in range(20):
+        _, truth = make_clip(src, "S00", np.random.default_rng([3, i]), f"check_S00_{i:02d}")
+        assert truth["speakers"], i
