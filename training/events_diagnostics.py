@@ -57,31 +57,9 @@ def lm1_block(tdir: Path, split: str, recs: list[dict]) -> np.ndarray:
 
 
 def fit_predict(X, Y, Xs, seed, epochs=25, hidden=256, pw=5.0, wd=1e-2, drop=0.5, lr=1e-3):
-    import torch
-    from torch import nn
-
-    torch.set_num_threads(int(os.environ.get("EARMARK_TRAIN_THREADS", "1")))
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    net = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.ReLU(), nn.Dropout(drop), nn.Linear(hidden, Y.shape[1]))
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd)
-    xt, yt = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
-    pwt = torch.full((Y.shape[1],), pw)
-    for _ in range(epochs):
-        net.train()
-        perm = torch.from_numpy(rng.permutation(len(xt)))
-        for i in range(0, len(xt), 256):
-            idx = perm[i : i + 256]
-            y = yt[idx]
-            m = (y >= 0).float()
-            loss = nn.functional.binary_cross_entropy_with_logits(net(xt[idx]), y.clamp(min=0), reduction="none",
-                                                                  pos_weight=pwt)
-            opt.zero_grad()
-            ((loss * m).sum() / m.sum().clamp(min=1)).backward()
-            opt.step()
-    net.eval()
-    with torch.no_grad():
-        return [torch.sigmoid(net(torch.from_numpy(x))).numpy() for x in Xs]
+    """train_events.fit_mlp_fixed on standardised X; its probabilities for each array of Xs."""
+    layers = te.fit_mlp_fixed(X, Y, hidden, epochs, seed, lr=lr, wd=wd, dropout=drop, pos_weight=pw)
+    return [te.forward(layers, 0.0, 1.0, x) for x in Xs]
 
 
 def scores(P, T, mask=None):

@@ -83,9 +83,10 @@ def targets(recs: list[dict], classes: list[str]) -> np.ndarray:
     return np.concatenate(rows)
 
 
-def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
-            dropout: float = 0.5, patience: int = 8, pos_weight: float = 5.0):
-    """Masked multi-label BCE (positives weighted), torch; early stopping on (Xv, Yv). Returns [(W, b), ...]."""
+def _mlp(X, Y, hidden: int, seed: int, lr: float, wd: float, dropout: float, pos_weight: float):
+    """The network (standardised input -> hidden ReLU, dropout -> one logit per class), its AdamW optimiser, the
+    masked multi-label BCE with positives weighted (events are rare: ~1 % of windows per class) and the seeded
+    batch-order generator."""
     import torch
     from torch import nn
 
@@ -94,15 +95,31 @@ def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3,
     rng = np.random.default_rng(seed)
     net = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, Y.shape[1]))
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd)
-    xt, yt = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
-    xv, yv = torch.from_numpy(Xv), torch.from_numpy(Yv.astype(np.float32))
-    pw = torch.full((Y.shape[1],), float(pos_weight))  # events are rare (~1 % of windows per class)
+    pw = torch.full((Y.shape[1],), float(pos_weight))
 
     def mloss(z, y):
         m = (y >= 0).float()
         loss = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none", pos_weight=pw)
         return (loss * m).sum() / m.sum().clamp(min=1)
 
+    return net, opt, mloss, rng
+
+
+def _layers(net) -> list:
+    from torch import nn
+
+    lin = [m for m in net if isinstance(m, nn.Linear)]
+    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin]
+
+
+def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
+            dropout: float = 0.5, patience: int = 8, pos_weight: float = 5.0):
+    """`_mlp` with early stopping on (Xv, Yv). Returns [(W, b), ...]."""
+    import torch
+
+    net, opt, mloss, rng = _mlp(X, Y, hidden, seed, lr, wd, dropout, pos_weight)
+    xt, yt = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
+    xv, yv = torch.from_numpy(Xv), torch.from_numpy(Yv.astype(np.float32))
     from train_probe import train_early_stopped
 
     layers, best_epoch, best_loss = train_early_stopped(net, opt, mloss, xt, yt, xv, yv, epochs, patience, rng)
@@ -112,33 +129,23 @@ def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3,
 
 def fit_mlp_fixed(X, Y, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
                   dropout: float = 0.5, pos_weight: float = 5.0):
-    """The same network and masked, positive-weighted BCE as fit_mlp, trained for a fixed number of epochs (no
-    early-stopping split: events_diagnostics.fit_predict's schedule). Returns [(W, b), ...]."""
+    """`_mlp` trained for a fixed number of epochs, mini-batches of 256 in a seeded order (no early-stopping
+    split). Returns [(W, b), ...]."""
     import torch
-    from torch import nn
 
-    torch.set_num_threads(int(os.environ.get("EARMARK_TRAIN_THREADS", "1")))
-    torch.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    net = nn.Sequential(nn.Linear(X.shape[1], hidden), nn.ReLU(), nn.Dropout(dropout), nn.Linear(hidden, Y.shape[1]))
-    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=wd)
+    net, opt, mloss, rng = _mlp(X, Y, hidden, seed, lr, wd, dropout, pos_weight)
     xt, yt = torch.from_numpy(X), torch.from_numpy(Y.astype(np.float32))
-    pw = torch.full((Y.shape[1],), float(pos_weight))
     for _ in range(epochs):
         net.train()
         perm = torch.from_numpy(rng.permutation(len(xt)))
         for i in range(0, len(xt), 256):
             idx = perm[i : i + 256]
-            y = yt[idx]
-            m = (y >= 0).float()
-            loss = nn.functional.binary_cross_entropy_with_logits(net(xt[idx]), y.clamp(min=0), reduction="none",
-                                                                  pos_weight=pw)
+            loss = mloss(net(xt[idx]), yt[idx])
             opt.zero_grad()
-            ((loss * m).sum() / m.sum().clamp(min=1)).backward()
+            loss.backward()
             opt.step()
     net.eval()
-    lin = [m for m in net if isinstance(m, nn.Linear)]
-    return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin]
+    return _layers(net)
 
 
 def forward_ensemble(members, mu, sd, X) -> np.ndarray:
