@@ -259,6 +259,11 @@ class RunSection(Section):
     dask_address: str | None = None
     dask_workers: int = Field(2, ge=1, le=256)
     gpus: int = Field(1, ge=1, le=1024)
+    # Math-library threads (torch, BLAS / OpenMP, ONNX Runtime) of one stage function. None: this machine's cores
+    # divided by the stage functions that compute at once on it (threads: max_workers; a local Dask cluster:
+    # dask_workers), so concurrent workers never ask for more threads than there are cores. Set it for the
+    # workers of an external Dask scheduler: earmark cannot see how many share their machine.
+    cpu_threads: int | None = Field(None, ge=1, le=1024)
     # One writer per dataset (the lease row in its catalog): a holder silent for lease_stale_s is presumed dead;
     # lease_wait_s > 0 waits that long for a busy dataset instead of refusing at once.
     lease_stale_s: float = Field(120.0, ge=5.0)

@@ -7,7 +7,9 @@ thresholds change recomputes its shards and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -43,6 +45,27 @@ class MissingContext(KeyError, ValueError):
         return str(self.args[0])
 
 
+_GPU_SECTION: ContextVar[Callable[[], AbstractContextManager[Any]] | None] = ContextVar("gpu_section", default=None)
+
+
+@contextmanager
+def gpu_sections(slot: Callable[[], AbstractContextManager[Any]]) -> Iterator[None]:
+    """While inside, `gpu_section()` enters `slot()`: the flow layer passes a slot of the run's `gpu` limit, for
+    a shard of an expert whose GPU work is all inside sections (`Expert.gpu_in_sections`)."""
+    token = _GPU_SECTION.set(slot)
+    try:
+        yield
+    finally:
+        _GPU_SECTION.reset(token)
+
+
+def gpu_section() -> AbstractContextManager[Any]:
+    """Around an expert's GPU work: a slot of the `gpu` limit while a flow runs the shard (`gpu_sections`), else
+    nothing. Its CPU work outside (decoding, DSP, librosa) then does not keep other shards off the GPU."""
+    slot = _GPU_SECTION.get()
+    return slot() if slot is not None else nullcontext()
+
+
 class Expert:
     """Base class: subclasses set the class attributes and implement `analyze`."""
 
@@ -52,6 +75,9 @@ class Expert:
     record: ClassVar[type[ExpertRecord]]
     needs: ClassVar[tuple[str, ...]] = ()
     device: str = "cpu"  # where its model runs; a paper expert sets the configured device ("cuda", "cuda:1")
+    # True: analyze() enters gpu_section() around every use of the GPU, so a shard holds the `gpu` slot only
+    # there; False: a shard of a GPU-using expert holds it for its whole stage function
+    gpu_in_sections: ClassVar[bool] = False
 
     @property
     def uses_gpu(self) -> bool:

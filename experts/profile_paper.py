@@ -68,7 +68,7 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
         else HPSSSeparationExpert()
     )
     out.append(PaperMusicExpert(cfg.music_tagger_model, root, device=device, batch_size=batch, precision=precision))
-    out.append(RoomAcousticsExpert())
+    out.append(RoomAcousticsExpert(device=device))  # PLCMOS on the GPU through its torch port where CUDA is
     if cfg.nisqa_model:
         from earmark.experts.paper.nisqa import NISQAExpert
 

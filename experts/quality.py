@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 
 from earmark.experts.audio import samples_16k, speech_only, speech_to_score
-from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
 from earmark.schemas.records import SpeechActivity, SpeechQuality
+from earmark.threads import onnx_options
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +41,16 @@ def _models() -> Path:
 
 
 def _load_dnsmos() -> Any:
+    """speechmos' DNSMOS, its two ONNX Runtime sessions sized to this process' thread budget (speechmos' own
+    constructor gives each a thread per core)."""
+    import onnxruntime
     from speechmos.dnsmos import DNSMOS
 
-    return DNSMOS(str(_models() / "sig_bak_ovr.onnx"), str(_models() / "model_v8.onnx"))
+    model = DNSMOS.__new__(DNSMOS)
+    model.primary_model_path = str(_models() / "sig_bak_ovr.onnx")
+    model.onnx_sess = onnxruntime.InferenceSession(model.primary_model_path, onnx_options())
+    model.p808_onnx_sess = onnxruntime.InferenceSession(str(_models() / "model_v8.onnx"), onnx_options())
+    return model
 
 
 # speechmos' polynomials from the raw P.835 outputs to MOS (the standard, not the personalized, model)
@@ -82,27 +90,106 @@ def _onnx_cuda() -> bool:
     return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
-class BatchedDNSMOS:
-    """DNSMOS over many clips at once: every window of every clip, `batch_size` windows per ONNX call, on ONNX
-    Runtime's CUDA provider when `device` is "cuda" and this worker's onnxruntime has it, else on the CPU."""
+def _torch_cuda() -> bool:
+    import torch
 
-    def __init__(self, device: str = "cpu") -> None:
+    return torch.cuda.is_available()
+
+
+def gpu_runtime(device: str) -> str | None:
+    """What scores DNSMOS on the GPU for `device`: ONNX Runtime's CUDA provider where the worker has
+    onnxruntime-gpu, else the graphs' torch port (experts/onnx_torch.py) where torch sees CUDA; None: the CPU."""
+    if not device.startswith("cuda"):
+        return None
+    if _onnx_cuda():
+        return "onnxruntime"
+    return "torch" if _torch_cuda() else None
+
+
+def _mel_p808(device: Any) -> Any:
+    """`p808_features` for a batch of windows as a torch module on `device`: the same STFT (n_fft 321, hop 160,
+    periodic Hann, zero padding at both ends), librosa's 120-band Slaney mel basis, dB against each window's own
+    maximum with librosa's floor (1e-10) and 80 dB range; within 1e-4 of librosa's (tests/test_experts_speech.py).
+    A module, so that profilers and benchmarks/gpu_worker_cpu.py see it as device work."""
+    import librosa
+    import torch
+
+    class MelP808(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            basis = librosa.filters.mel(sr=SAMPLE_RATE, n_fft=321, n_mels=120)
+            self.register_buffer("basis", torch.as_tensor(basis, dtype=torch.float32))
+            self.register_buffer("window", torch.hann_window(321, periodic=True, dtype=torch.float32))
+
+        def forward(self, windows: torch.Tensor) -> torch.Tensor:
+            spec = torch.stft(
+                windows[:, :-160],
+                321,
+                hop_length=160,
+                window=self.window,
+                center=True,
+                pad_mode="constant",
+                return_complex=True,
+            )
+            power = torch.matmul(self.basis, spec.abs() ** 2)  # [N, 120, frames]
+            db = 10.0 * torch.log10(power.clamp_min(1e-10))
+            db = db - 10.0 * torch.log10(power.amax(dim=(1, 2), keepdim=True).clamp_min(1e-10))
+            db = torch.maximum(db, db.amax(dim=(1, 2), keepdim=True) - 80.0)
+            return ((db + 40.0) / 40.0).transpose(1, 2)
+
+    return MelP808().to(device).eval()
+
+
+class BatchedDNSMOS:
+    """DNSMOS over many clips at once: every window of every clip, `batch_size` windows per call. On a CUDA
+    worker it scores on the GPU: through ONNX Runtime's CUDA provider, or, where this onnxruntime has none,
+    through the graphs' torch port with the P.808 mel spectrogram in torch (`gpu_runtime`); else on the CPU."""
+
+    def __init__(self, device: str = "cpu", runtime: str | None = None) -> None:
         import onnxruntime
 
         available = onnxruntime.get_available_providers()
-        cuda = device.startswith("cuda") and _onnx_cuda()
-        providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
-        self.primary = onnxruntime.InferenceSession(str(_models() / "sig_bak_ovr.onnx"), providers=providers)
-        self.p808 = onnxruntime.InferenceSession(str(_models() / "model_v8.onnx"), providers=providers)
-        self.provider = self.primary.get_providers()[0]
+        runtime = runtime or gpu_runtime(device) or "onnxruntime"
+        self.runtime = runtime
+        if runtime == "torch":
+            import torch
+
+            from earmark.experts.onnx_torch import OnnxModule
+
+            self.device = torch.device(device if device.startswith("cuda") and _torch_cuda() else "cpu")
+            self.primary = OnnxModule(_models() / "sig_bak_ovr.onnx").to(self.device).eval()
+            self.p808 = OnnxModule(_models() / "model_v8.onnx").to(self.device).eval()
+            self.mel = _mel_p808(self.device)
+            self.provider = f"torch:{self.device}"
+        else:
+            cuda = device.startswith("cuda") and _onnx_cuda()
+            providers = ["CUDAExecutionProvider", "CPUExecutionProvider"] if cuda else ["CPUExecutionProvider"]
+            opts = onnx_options()
+            self.primary = onnxruntime.InferenceSession(str(_models() / "sig_bak_ovr.onnx"), opts, providers=providers)
+            self.p808 = onnxruntime.InferenceSession(str(_models() / "model_v8.onnx"), opts, providers=providers)
+            self.provider = self.primary.get_providers()[0]
         log.info("dnsmos: scoring batched windows on %s", self.provider)
-        if device.startswith("cuda") and not cuda:
+        if device.startswith("cuda") and not self.provider.startswith(("CUDA", "torch:cuda")):
             log.warning(
-                "dnsmos: [analyze] device = %s, but this onnxruntime has no CUDA provider (%s): scoring on the "
-                "CPU; install onnxruntime-gpu in the worker to score on the GPU",
+                "dnsmos: [analyze] device = %s, but this onnxruntime has no CUDA provider (%s) and torch sees no "
+                "CUDA device: scoring on the CPU",
                 device,
                 ", ".join(available),
             )
+
+    def _run(self, part: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """(P.835 raw outputs [n, 3], P.808 MOS [n]) of a batch of windows."""
+        if self.runtime == "torch":
+            import torch
+
+            with torch.inference_mode():
+                x = torch.as_tensor(np.stack(part), dtype=torch.float32, device=self.device)
+                raw = self.primary(x)
+                p808 = self.p808(self.mel(x)).reshape(len(part), -1)[:, 0]
+                return raw.double().cpu().numpy(), p808.double().cpu().numpy()
+        raw = self.primary.run(None, {"input_1": np.stack(part)})[0]
+        features = np.stack([p808_features(w) for w in part])
+        return raw, self.p808.run(None, {"input_1": features})[0][:, 0]
 
     def __call__(self, audios: Sequence[np.ndarray], batch_size: int = 64) -> list[dict[str, float]]:
         """Per clip, the mean over its windows of SIG, BAK, OVRL (after speechmos' polynomials) and P.808 MOS."""
@@ -115,9 +202,7 @@ class BatchedDNSMOS:
         p808 = np.zeros(len(windows), dtype=np.float64)
         for start in range(0, len(windows), max(1, batch_size)):
             part = windows[start : start + max(1, batch_size)]
-            raw[start : start + len(part)] = self.primary.run(None, {"input_1": np.stack(part)})[0]
-            features = np.stack([p808_features(w) for w in part])
-            p808[start : start + len(part)] = self.p808.run(None, {"input_1": features})[0][:, 0]
+            raw[start : start + len(part)], p808[start : start + len(part)] = self._run(part)
         scores = {name: poly(raw[:, col]) for col, (name, poly) in enumerate(_P835.items())}
         scores["p808_mos"] = p808
         index = np.asarray(owner)
@@ -130,6 +215,7 @@ NO_SPEECH = "less than {s:g} s of VAD speech: speech quality is not defined"
 class DNSMOSExpert(Expert):
     name, version, record, needs = "dnsmos", "2", SpeechQuality, ("vad",)
     backend = "speechmos:dnsmos"
+    gpu_in_sections = True  # the speech cut-out runs outside the `gpu` slot, the scoring inside
 
     def __init__(self, min_speech_s: float = 1.0, device: str = "cpu", batch_size: int = 1) -> None:
         self.min_speech_s = min_speech_s
@@ -137,9 +223,9 @@ class DNSMOSExpert(Expert):
 
     @property
     def uses_gpu(self) -> bool:
-        """Only where ONNX Runtime can score on the GPU: on a CUDA worker without `onnxruntime-gpu` DNSMOS runs
-        on the CPU, and holding the `gpu` slot meanwhile would stall the GPU experts of other shards."""
-        return super().uses_gpu and self.batch_size > 1 and _onnx_cuda()
+        """Only where the batched path scores on the GPU (`gpu_runtime`): a shard that scored on the CPU while
+        holding the `gpu` slot would stall the GPU experts of other shards."""
+        return super().uses_gpu and self.batch_size > 1 and gpu_runtime(self.device) is not None
 
     def key_config(self) -> dict[str, Any]:
         # Personalized DNSMOS (penalizes interfering talkers) is a different model; we use the standard one.
@@ -170,8 +256,9 @@ class DNSMOSExpert(Expert):
 
     def _batched(self, clips: Sequence[ClipAudio], vad: Any) -> list[SpeechQuality]:
         speech, seconds, scored = speech_to_score(clips, vad, self.min_speech_s)
-        dnsmos = load_once(f"dnsmos-batched:{self.device}", lambda: BatchedDNSMOS(self.device))
-        scores = dict(zip(scored, dnsmos([speech[i] for i in scored], self.batch_size)))
+        with gpu_section():
+            dnsmos = load_once(f"dnsmos-batched:{self.device}", lambda: BatchedDNSMOS(self.device))
+            scores = dict(zip(scored, dnsmos([speech[i] for i in scored], self.batch_size)))
         return [
             SpeechQuality(
                 **self.lineage(clip.clip_id),

@@ -74,6 +74,7 @@ def _submit(
                 label=f"shard-{i:04d}",
                 inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}},
                 gpu=expert.uses_gpu,
+                gpu_sections=expert.gpu_in_sections,
             )
             keys[name] = job.plan()[0]
             planned.append((i, name, job))

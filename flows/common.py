@@ -37,8 +37,9 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.states import State
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from earmark import progress
+from earmark import progress, threads
 from earmark.config import Config
+from earmark.experts.base import gpu_sections
 from earmark.llm import LLMEndpointError
 from earmark.stages.base import ShardJob, run_job
 from earmark.storage import Catalog, ShardRef, open_catalog
@@ -93,6 +94,37 @@ def dask_cluster_kwargs(cfg: Config) -> dict[str, Any]:
     }
 
 
+def cpu_threads(cfg: Config) -> int:
+    """Math-library threads of one stage function (`[run] cpu_threads`; by default the cores shared evenly among
+    the stage functions that compute at once on this machine). The same for the threads runner and a local Dask
+    cluster of as many workers, so both compute the same tables."""
+    if cfg.run.cpu_threads:
+        return cfg.run.cpu_threads
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cfg.run.task_runner == "sequential":
+        concurrent = 1
+    elif cfg.run.task_runner == "dask":
+        # an external scheduler's workers: each process on this host computes compute_slots shards at once
+        concurrent = _dask_processes_here() * compute_slots(cfg) if cfg.run.dask_address else cfg.run.dask_workers
+    else:
+        concurrent = cfg.run.max_workers
+    return max(1, cores // concurrent)
+
+
+def _dask_processes_here() -> int:
+    """Inside a worker of an external Dask scheduler: the worker processes on this worker's host (the
+    scheduler knows them; `dask worker --nworkers N` starts N); 1 outside a worker or when it cannot say."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+        host = worker.address.rsplit(":", 1)[0]
+        workers = worker.client.scheduler_info(n_workers=-1)["workers"]
+        return max(1, sum(1 for address in workers if address.rsplit(":", 1)[0] == host))
+    except (ImportError, ValueError, OSError, KeyError):  # not in a worker (ValueError), or no answer: one
+        return 1
+
+
 def prefect_ready(cfg: Config) -> str:
     """Run once on every local Dask worker before any task: open a Prefect client, which starts the worker's
     ephemeral Prefect server when the run has no API URL. Two tasks starting at once in a fresh worker would
@@ -101,6 +133,7 @@ def prefect_ready(cfg: Config) -> str:
     process has: in a fresh worker that took 0.8 s (DuckDB extensions, ATTACH), paid by its first shard task."""
     from prefect.client.orchestration import get_client
 
+    threads.apply(cpu_threads(cfg))
     open_catalog(cfg)
     with get_client(sync_client=True) as client:
         return str(client.api_url)
@@ -132,22 +165,27 @@ def _compute_semaphore(slots: int) -> threading.BoundedSemaphore:
 
 
 @contextmanager
-def compute_slot(cfg: Config, gpu: bool) -> Iterator[None]:
+def compute_slot(cfg: Config, gpu: bool, sections: bool = False) -> Iterator[None]:
     """Held while one shard's stage function runs: one of this process's compute slots, then (GPU-using
     stages) a slot of the global concurrency limit `gpu`. The local slot comes first, so a task never holds
-    a GPU while it waits for this process's CPU."""
+    a GPU while it waits for this process's CPU. `sections`: the expert takes the GPU slot itself, only around
+    its GPU work (`gpu_section()`), so its CPU work runs while other shards use the GPU."""
     with _compute_semaphore(compute_slots(cfg)):
-        if gpu:
+        if gpu and sections:
+            with gpu_sections(lambda: concurrency(GPU_LIMIT, occupy=1)):
+                yield
+        elif gpu:
             with concurrency(GPU_LIMIT, occupy=1):
                 yield
         else:
             yield
 
 
-def _keep_thread_settings() -> None:
-    """Local Dask workers start with the flow process's math-library thread settings. Dask's default caps
-    them at 1 (OMP/MKL/OpenBLAS_NUM_THREADS), and Whisper's and the domain probe's outputs depend on the
-    thread count (float reduction order): the same shard would differ between runners. Dask's default
+def _worker_environ(cfg: Config) -> None:
+    """Local Dask workers start with the run's thread budget (`cpu_threads`) in their math libraries'
+    variables, read when those load; `prefect_ready` / `stage_task` size the pools that are already loaded.
+    Dask's own default caps them at 1, and Whisper's and the domain probe's outputs depend on the thread count
+    (float reduction order): the same shard would differ between runners. Dask's default
     MALLOC_TRIM_THRESHOLD_ (64 KiB) is dropped too: it made every stage function ~2× slower in the workers
     (audio arrays are allocated and freed by the megabyte; measured, benchmarks/orchestration_overhead.py)."""
     import dask
@@ -155,11 +193,7 @@ def _keep_thread_settings() -> None:
 
     environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ", {}))
     environ.pop("MALLOC_TRIM_THRESHOLD_", None)
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        if var in os.environ:
-            environ[var] = os.environ[var]
-        else:
-            environ.pop(var, None)
+    environ.update(threads.environ(cpu_threads(cfg)))
     dask.config.set({"distributed.nanny.pre-spawn-environ": environ})
 
 
@@ -168,7 +202,7 @@ def task_runner(cfg: Config, address: str | None = None) -> TaskRunner:
     if cfg.run.task_runner == "dask":
         from prefect_dask import DaskTaskRunner
 
-        _keep_thread_settings()
+        _worker_environ(cfg)
 
         if address or cfg.run.dask_address:
             return DaskTaskRunner(address=address or cfg.run.dask_address)
@@ -200,7 +234,7 @@ def shared_runner(cfg: Config) -> Iterator[TaskRunner]:
         return
     from distributed import LocalCluster
 
-    _keep_thread_settings()
+    _worker_environ(cfg)
     kwargs = dask_cluster_kwargs(cfg)
     with LocalCluster(**kwargs) as cluster:
         if kwargs["threads_per_worker"] > 1:
@@ -257,8 +291,9 @@ def retry_unless_llm_endpoint(task: Any, task_run: Any, state: Any) -> bool:
     name="stage", cache_policy=NO_CACHE, retries=1, retry_delay_seconds=5, retry_condition_fn=retry_unless_llm_endpoint
 )
 def stage_task(cfg: Config, job: ShardJob, run_id: str | None) -> ShardRef:
+    threads.apply(cpu_threads(cfg))  # once per process: the pools of a worker that prefect_ready did not ready
     cat, logger = open_catalog(cfg), get_run_logger()
-    return run_job(cat, job, run_id, logger, slot=lambda: compute_slot(cfg, job.gpu))
+    return run_job(cat, job, run_id, logger, slot=lambda: compute_slot(cfg, job.gpu, job.gpu_sections))
 
 
 def mark_unregistered(cfg: Config, jobs: Sequence[ShardJob]) -> list[ShardJob]:

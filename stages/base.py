@@ -105,6 +105,7 @@ class ShardJob:
     sources: Sequence[str] = ()  # identities that are not shards (ingest: "path:sha256")
     label: str = ""  # shown in task names, e.g. "shard-0003"
     gpu: bool = False  # runs a model on a GPU: holds a slot of the `gpu` limit while it computes (not in the key)
+    gpu_sections: bool = False  # with gpu: holds it only inside the expert's gpu_section()s (not in the key)
     # The flow found no catalog row for this key when it planned the stage (one lookup for all its shards), so
     # the task skips its own lookup. One build holds the dataset's lease, so nobody registers the key meanwhile;
     # had someone, the shard would be computed again and its rows replaced (Catalog.write_shard). Not in the key.

@@ -279,6 +279,13 @@ def test_snr_bandwidth_and_plcmos(speech, vad) -> None:
     assert bandwidth_hz(np.zeros(SR)) == 0.0 and z.bandwidth_hz == 0.0 and z.snr_db is None and z.rt60_s is None
     assert noisy.plcmos is not None and 1.0 <= noisy.plcmos <= 5.0 and w.plcmos is None
     assert all(r.backend.startswith("heuristic:") and "proxy" in r.method for r in (noisy, w, p, z))
+    # the GPU path's PLCMOS (the graph's torch port; run here on the CPU) scores as ONNX Runtime does
+    from earmark.experts.acoustics import plcmos, plcmos_features, plcmos_torch
+
+    signals = [clips[0].samples, fox]
+    assert plcmos_torch([plcmos_features(x) for x in signals], "cpu") == pytest.approx(
+        [plcmos(x) for x in signals], abs=1e-4
+    )
 
 
 # ---------------------------------------------------------------------------------------------- music

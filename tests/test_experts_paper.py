@@ -12,6 +12,7 @@ import importlib.util
 import json
 import subprocess
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -452,7 +453,21 @@ def test_music_tagger_labels_only_clips_with_music(models):
         for c in clips
     }
     sep = {r.clip_id: r for r in HPSSSeparationExpert().analyze(clips, {"domain": dom})}
-    recs = PaperMusicExpert(TAGGER, models, top_k=3, min_prob=0.0).analyze(clips, {"domain": dom, "separation": sep})
+    from earmark.experts.base import gpu_sections
+
+    entered: list[str] = []
+    expert = PaperMusicExpert(TAGGER, models, top_k=3, min_prob=0.0)
+    real_analysis = expert.analysis.analyze
+    expert.analysis.analyze = lambda *a: (entered.append("librosa"), real_analysis(*a))[1]
+
+    @contextmanager
+    def slot():
+        entered.append("slot")
+        yield
+
+    with gpu_sections(slot):
+        recs = expert.analyze(clips, {"domain": dom, "separation": sep})
+    assert entered == ["librosa", "slot"]  # the `gpu` slot only around the tagger, librosa's analysis outside it
     assert recs[0].analyzed and recs[0].tagger == TAGGER and len(recs[0].tags) == 3
     assert {x.label for x in recs[0].tags} <= set(AUDIOSET_SUBSET) and recs[0].key is not None
     assert not recs[1].analyzed and recs[1].tags == [] and recs[1].tagger is None

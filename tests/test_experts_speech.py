@@ -185,11 +185,34 @@ def test_dnsmos_holds_the_gpu_slot_only_where_it_scores_on_the_gpu(monkeypatch) 
     from earmark.experts import quality
 
     monkeypatch.setattr(quality, "_onnx_cuda", lambda: False)
+    monkeypatch.setattr(quality, "_torch_cuda", lambda: False)
     assert not DNSMOSExpert(device="cuda", batch_size=16).uses_gpu
+    monkeypatch.setattr(quality, "_torch_cuda", lambda: True)  # no onnxruntime-gpu: the torch port on the GPU
+    assert DNSMOSExpert(device="cuda", batch_size=16).uses_gpu and quality.gpu_runtime("cuda") == "torch"
     monkeypatch.setattr(quality, "_onnx_cuda", lambda: True)
     assert DNSMOSExpert(device="cuda", batch_size=16).uses_gpu
     assert not DNSMOSExpert(device="cuda", batch_size=1).uses_gpu  # speechmos' own loop: the CPU
     assert not DNSMOSExpert(device="cpu", batch_size=16).uses_gpu
+
+
+def test_dnsmos_torch_port_scores_as_onnxruntime(clips: dict[str, ClipAudio]) -> None:
+    """The GPU path without onnxruntime-gpu: both graphs through their torch port and the P.808 mel spectrogram
+    in torch give ONNX Runtime's scores (run here on the CPU in float32; on CUDA it is the same code)."""
+    from earmark.experts.quality import BatchedDNSMOS, _mel_p808, dnsmos_windows, p808_features
+
+    joined = np.concatenate([clips["speech"].samples, clips["noisy_speech"].samples, clips["sine"].samples])
+    audios = [np.clip(np.resize(joined, int(s * SAMPLE_RATE)), -1, 1).astype(np.float32) for s in (9.5, 12.0)]
+    windows = [w for a in audios for w in dnsmos_windows(a)] + [np.zeros(int(9.01 * SAMPLE_RATE), np.float32)]
+    import torch
+
+    mel = _mel_p808("cpu")(torch.as_tensor(np.stack(windows))).numpy()
+    reference = np.stack([p808_features(w) for w in windows])
+    assert mel.shape == reference.shape and np.abs(mel - reference).max() < 1e-4  # silence included
+    onnx = BatchedDNSMOS("cpu")(audios, batch_size=3)
+    port = BatchedDNSMOS("cpu", runtime="torch")(audios, batch_size=3)
+    for a, b in zip(onnx, port, strict=True):
+        for k in ("ovrl_mos", "sig_mos", "bak_mos", "p808_mos"):
+            assert abs(a[k] - b[k]) <= 1e-4, (k, a[k], b[k])
 
 
 # ----------------------------------------------------------------------------------------- robustness

@@ -97,3 +97,36 @@ def test_compute_slots_outside_dask_follow_the_config(runner, write_behind, slot
     cfg = load_config(None, {"run.task_runner": runner, "run.max_workers": 3, "run.write_behind": write_behind})
     assert compute_slots(cfg) == slots
     assert task_runner(cfg)._max_workers == (6 if runner == "threads" else 1)
+
+
+@pytest.mark.parametrize("sections", [False, True])
+def test_an_expert_that_takes_the_gpu_in_sections_holds_the_slot_only_there(monkeypatch, sections):
+    """A shard of a GPU-using expert holds the `gpu` limit for its whole stage function, unless the expert takes
+    it around its GPU work only (`gpu_in_sections`): then CPU work before and between runs outside the slot."""
+    from contextlib import contextmanager
+
+    from earmark.experts.base import gpu_section
+    from earmark.flows import common
+
+    held: list[str] = []
+
+    @contextmanager
+    def concurrency(name, occupy):
+        held.append(f"take {name}")
+        yield
+        held.append("give")
+
+    monkeypatch.setattr(common, "concurrency", concurrency)
+    cfg = load_config(None, {"run.task_runner": "threads"})
+    with common.compute_slot(cfg, gpu=True, sections=sections):
+        held.append("cpu work")
+        with gpu_section():
+            held.append("gpu work")
+        held.append("more cpu work")
+    if sections:
+        assert held == ["cpu work", "take gpu", "gpu work", "give", "more cpu work"]
+    else:
+        assert held == ["take gpu", "cpu work", "gpu work", "more cpu work", "give"]
+    with gpu_section():  # outside a shard: nothing to take
+        held.append("free")
+    assert held[-1] == "free" and held.count("take gpu") == 1

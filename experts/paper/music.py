@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from earmark.experts.audio import amplitude_db, samples_16k
-from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, load_once
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
 from earmark.experts.models import require_package, require_weights
 from earmark.experts.paper.hf import Precision, classify, default_activation, load_classifier, precision_config
 from earmark.schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel
@@ -36,11 +36,19 @@ def _no_music(domain: DomainDecision) -> str | None:
 
 
 def _load_demucs(repo: str, name: str, device: str) -> Any:
+    """demucs 4.0.1 pickles the model class and a Fraction (its segment) into each checkpoint; torch >= 2.6 loads
+    only weights by default and refused them. These classes, and nothing else, are allowed while it loads."""
+    from fractions import Fraction
     from pathlib import Path
 
+    import torch
+    from demucs.demucs import Demucs
+    from demucs.hdemucs import HDemucs
+    from demucs.htdemucs import HTDemucs
     from demucs.pretrained import get_model
 
-    return get_model(name, repo=Path(repo)).to(device).eval()
+    with torch.serialization.safe_globals([Demucs, HDemucs, HTDemucs, Fraction]):
+        return get_model(name, repo=Path(repo)).to(device).eval()
 
 
 def stem_levels(stems: dict[str, np.ndarray]) -> list[StemLevel]:
@@ -157,6 +165,7 @@ class PaperMusicExpert(Expert):
     """Offline librosa analysis + an HF music tagger's labels."""
 
     name, version, record, needs = "music", "1", MusicAnalysis, ("domain", "separation")
+    gpu_in_sections = True  # librosa's analysis runs outside the `gpu` slot, the tagger inside
 
     def __init__(
         self,
@@ -202,7 +211,11 @@ class PaperMusicExpert(Expert):
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[MusicAnalysis]:
         records = self.analysis.analyze(clips, context)
         tagged = [i for i, r in enumerate(records) if r.analyzed]
-        tags = self.tag([samples_16k(clips[i]) for i in tagged]) if self.path and tagged else []
+        tags = []
+        if self.path and tagged:
+            audios = [samples_16k(clips[i]) for i in tagged]
+            with gpu_section():
+                tags = self.tag(audios)
         by_clip = dict(zip(tagged, tags))
         if not self.path:  # no music tagger configured: the embedded music-tag heads' tags stay
             return [r.model_copy(update={"backend": self.backend}) for r in records]

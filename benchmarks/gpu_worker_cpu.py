@@ -1,0 +1,426 @@
+"""CPU core-seconds per audio second of everything a GPU worker still does on the CPU, on one thread.
+
+    HF_HUB_OFFLINE=1 PYTHONPATH=. .venv/bin/python benchmarks/gpu_worker_cpu.py --per-domain 2 \\
+        --out benchmarks/results/gpu_worker_cpu_DATE.json
+
+The analyze stage runs as a worker runs it. The synthetic corpus (8 MECAT domains) is ingested into a fresh
+catalog as one clip shard. Then every expert's shard job goes through `run_job`, in dependency order and in this
+process: it reads the clips and the tables the expert needs, decodes the FLAC, analyses, then writes and registers
+its table. Every math library gets one thread (torch, OpenMP/MKL/OpenBLAS, numba, ONNX Runtime's pools are
+created after the variables are set). The paper profile runs with the random-weight stand-ins of
+paper_throughput.py, routed by the corpus' true domains (`--route truth`, as on the device).
+
+Process CPU time (`time.process_time`: every thread of the process, so a pool's spinning counts) is split into:
+
+- `decode`: FLAC decoding of the clips. Each expert's shard decodes its clips again. Here it is done on the
+  calling thread so that its CPU time is its own.
+- `io`: the rest of `run_job`: reading the inputs from the catalog, building the Arrow tables, writing Parquet,
+  registering the shard.
+- `cpu experts`: `analyze()` of the experts that do not hold the `gpu` slot on a CUDA worker.
+- `slot host`: `analyze()` of the slot experts, minus the CPU time inside their outermost torch module forwards.
+  On a CUDA worker that part is kernels on the GPU.
+- `launch estimate`: what those forwards still cost the host on a GPU. It is the number of aten ops they
+  dispatched, times the host seconds per op. That figure is measured here by running a transformer layer on
+  PyTorch's meta device (Python, modules and dispatcher, no compute), plus `--launch-us` per op for the CUDA
+  launch itself. The launch part is an assumption (default 5 µs), not a measurement.
+- `ingest`: decoding the source files, resampling and FLAC-encoding the clips. It runs once per clip, before
+  analyze, and need not run on a GPU node; it is listed apart from the worker's figure.
+
+The figure is core-seconds per audio second: the goal is <= 0.12, so that 16 cores keep ahead of 100× real time.
+"""
+
+from __future__ import annotations
+
+import os
+
+if __name__ == "__main__":  # one thread, set before numpy / torch load (a --workers child keeps its parent's)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS"):
+        os.environ[_var] = "1"
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import platform  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from functools import partial  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+
+from benchmarks.expert_throughput import TruthDomainExpert, gpu_slots, paper_config  # noqa: E402
+from earmark import threads  # noqa: E402
+from earmark.config import AnalyzeSection, IngestSection  # noqa: E402
+from earmark.experts import build_experts  # noqa: E402
+from earmark.stages import analyze, ingest  # noqa: E402
+from earmark.stages.base import ShardJob, run_job, stored  # noqa: E402
+from earmark.storage import Catalog  # noqa: E402
+
+
+class _OpCount(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops += 1
+        return func(*args, **(kwargs or {}))
+
+
+class ForwardClock:
+    """CPU seconds and aten ops inside outermost torch module forwards while active. TorchScript modules
+    (Silero VAD, which stays on the CPU) are host work: they are neither timed nor counted."""
+
+    def __init__(self) -> None:
+        self.cpu_s, self.ops, self._depth, self._began, self._on, self._count = 0.0, 0, 0, 0.0, False, None
+
+    def __enter__(self) -> ForwardClock:
+        from torch.nn.modules import module
+
+        self._handles = [
+            module.register_module_forward_pre_hook(self._enter),
+            module.register_module_forward_hook(self._leave),
+        ]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+
+    def _enter(self, mod: object, args: object) -> None:
+        self._depth += 1
+        if self._depth == 1:
+            self._on = not isinstance(mod, torch.jit.ScriptModule)
+            if self._on:
+                self._count = _OpCount().__enter__()
+                self._began = time.process_time()
+
+    def _leave(self, mod: object, args: object, output: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._on:
+            self.cpu_s += time.process_time() - self._began
+            self._count.__exit__(None, None, None)
+            self.ops += self._count.ops
+            self._on = False
+
+
+def meta_us_per_op(repeats: int = 20) -> float:
+    """Host microseconds per aten op of eager PyTorch with no compute: a transformer encoder layer on the meta
+    device (its Python, module calls and dispatcher), batch 64 × 250 frames × 1280 (Whisper large-v3's width)."""
+    layer = torch.nn.TransformerEncoderLayer(1280, 20, 5120, batch_first=True, device="meta").eval()
+    x = torch.empty(64, 250, 1280, device="meta")
+    with torch.no_grad():
+        layer(x)
+        counter = _OpCount()
+        with counter:
+            layer(x)
+        t = time.process_time()
+        for _ in range(repeats):
+            layer(x)
+        spent = time.process_time() - t
+    return 1e6 * spent / repeats / max(counter.ops, 1)
+
+
+def _timed_decode(spent: dict[str, float]):
+    """analyze.decoded_batches on the calling thread, its CPU time added to spent['decode']."""
+
+    def batches(clips, size=analyze.BATCH):
+        for start in range(0, len(clips), size):
+            t = time.process_time()
+            batch = analyze._decode(clips[start : start + size])
+            spent["decode"] += time.process_time() - t
+            yield batch
+
+    return batches
+
+
+def measure(
+    cfg: AnalyzeSection,
+    per_domain: int,
+    seed: int,
+    work: Path,
+    launch_us: float,
+    route_truth: bool,
+    workers: list[int] = (),
+) -> dict:
+    from earmark.corpus import generate_corpus
+
+    items = generate_corpus(work / "corpus", per_domain=per_domain, seed=seed, hostile=False)
+    files = [item.path for item in items]  # domain by domain, per_domain each
+    domains = {Path(item.path).name: str(item.domain) for item in items}
+    cat = Catalog(work / "data", "cpu")
+    icfg = IngestSection()
+    job = ShardJob(
+        ingest.spec(icfg),
+        partial(ingest.run, files, work / "corpus", icfg),
+        sources=[ingest.source_identity(f, work / "corpus") for f in files],
+        label="shard-0000",
+    )
+    t = time.process_time()
+    clip_ref = run_job(cat, job, None)
+    ingest_s = time.process_time() - t
+    clips = stored(cat, clip_ref, "clips")
+    audio_s = sum(c.duration_s for c in clips)
+    truth = {c.clip_id: domains[Path(c.source_path).name] for c in clips}
+
+    experts = build_experts(cfg)
+    if route_truth:
+        experts["domain"] = TruthDomainExpert(truth)
+    slots = gpu_slots(cfg) if cfg.profile == "paper" else set()
+    # warm-up: every expert once on one file of each domain, in a throwaway catalog (model loading, numba
+    # compiling, first-shape costs stay out of the figure)
+    warm_files = files[::per_domain]
+    warm_cat = Catalog(work / "warm", "cpu")
+    warm_job = ShardJob(
+        ingest.spec(icfg),
+        partial(ingest.run, warm_files, work / "corpus", icfg),
+        sources=[ingest.source_identity(f, work / "corpus") for f in warm_files],
+        label="warm",
+    )
+    _run_all(warm_cat, run_job(warm_cat, warm_job, None), experts, {})
+
+    spent = {"decode": 0.0}
+    rows, refs = _run_all(cat, clip_ref, experts, spent, slots)
+    us_per_op = meta_us_per_op()
+    per_op_s = (us_per_op + launch_us) * 1e-6
+    for row in rows.values():
+        row["launch_estimate_s"] = row["forward_ops"] * per_op_s if row["gpu_slot"] else 0.0
+    parts = {
+        "decode": spent["decode"],
+        "io": sum(r["io_s"] for r in rows.values()),
+        "cpu experts": sum(r["analyze_s"] for r in rows.values() if not r["gpu_slot"]),
+        "slot host": sum(r["analyze_s"] - r["forward_cpu_s"] for r in rows.values() if r["gpu_slot"]),
+        "launch estimate": sum(r["launch_estimate_s"] for r in rows.values()),
+    }
+    worker = sum(parts.values())
+    scaling = {}
+    if workers:
+        context = {name: {r.clip_id: r for r in stored(cat, ref, name)} for name, ref in refs.items()}
+        cpu_names = [name for name in experts if name not in slots]
+        scaling = {
+            str(n): cpu_workers(cfg, truth if route_truth else None, clips, context, cpu_names, n) for n in workers
+        }
+    return {
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}, torch {torch.__version__}",
+        "date": time.strftime("%Y-%m-%d"),
+        "profile": cfg.profile,
+        "threads": 1,
+        "clips": len(clips),
+        "audio_s": round(audio_s, 1),
+        "meta_us_per_op": round(us_per_op, 2),
+        "launch_us_assumed": launch_us,
+        "experts": {k: {n: round(v, 4) if isinstance(v, float) else v for n, v in r.items()} for k, r in rows.items()},
+        "parts_core_s": {k: round(v, 3) for k, v in parts.items()},
+        "parts_core_s_per_audio_s": {k: round(v / audio_s, 4) for k, v in parts.items()},
+        "worker_core_s_per_audio_s": round(worker / audio_s, 4),
+        "ingest_core_s_per_audio_s": round(ingest_s / audio_s, 4),
+        "cores_for_100x": round(100 * worker / audio_s, 1),
+        "cpu_experts_workers": scaling,
+    }
+
+
+def _run_all(
+    cat: Catalog, clip_ref, experts: dict, spent: dict[str, float], slots: set[str] = frozenset()
+) -> tuple[dict, dict]:
+    """Every expert's shard job on the clip shard, in dependency order; per expert: run_job's CPU seconds split
+    into decode, analyze (and its forwards) and the rest (io)."""
+    keys: dict[str, str] = {}
+    rows, refs = {}, {}
+    real = analyze.decoded_batches
+    spent.setdefault("decode", 0.0)
+    analyze.decoded_batches = _timed_decode(spent)
+    try:
+        for name, expert in experts.items():
+            clock = ForwardClock()
+            analyzed = {"s": 0.0}
+
+            def fn(inputs, expert=expert, clock=clock, analyzed=analyzed):
+                inner = expert.analyze
+
+                def timed(batch, context):
+                    t = time.process_time()
+                    with clock:
+                        out = inner(batch, context)
+                    analyzed["s"] += time.process_time() - t
+                    return out
+
+                expert.analyze = timed
+                try:
+                    return analyze.run(expert, inputs)
+                finally:
+                    del expert.analyze
+
+            job = ShardJob(
+                analyze.spec(expert),
+                fn,
+                label="shard-0000",
+                inputs={"clips": [clip_ref.key], **{n: [keys[n]] for n in expert.needs}},
+                gpu=expert.uses_gpu,
+            )
+            decode_before = spent["decode"]
+            t = time.process_time()
+            ref = run_job(cat, job, None)
+            total = time.process_time() - t
+            keys[name] = ref.key
+            refs[name] = ref
+            decode = spent["decode"] - decode_before
+            rows[name] = {
+                "backend": expert.backend,
+                "gpu_slot": name in slots,
+                "run_job_s": total,
+                "decode_s": decode,
+                "analyze_s": analyzed["s"],
+                "forward_cpu_s": clock.cpu_s,
+                "forward_ops": clock.ops,
+                "io_s": max(0.0, total - decode - analyzed["s"]),
+            }
+    finally:
+        analyze.decoded_batches = real
+    return rows, refs
+
+
+def _cpu_worker(cfg, truth, clips, context, names, n_threads, start) -> dict:
+    """One worker process: the CPU experts (`names`) on its share of the clips, decoding included, the slot
+    experts' records given (they are GPU work, computed once beforehand)."""
+    threads.apply(n_threads)
+    experts = build_experts(cfg)
+    if truth is not None:
+        experts["domain"] = TruthDomainExpert(truth)
+    experts = {name: experts[name] for name in names}
+    ctx = {name: dict(records) for name, records in context.items()}
+
+    def one_pass(batch_clips) -> None:
+        decoded = analyze._decode(batch_clips)
+        for name, expert in experts.items():
+            out = expert.analyze(decoded, ctx)
+            ctx[name].update({r.clip_id: r for r in out})
+
+    first: dict[str, object] = {}
+    for c in clips:
+        first.setdefault((truth or {}).get(c.clip_id, c.clip_id[:1]), c)
+    one_pass(list(first.values()))  # warm-up: loading, numba compiling
+    start.wait()
+    began, cpu = time.monotonic(), time.process_time()
+    for i in range(0, len(clips), analyze.BATCH):
+        one_pass(clips[i : i + analyze.BATCH])
+    return {"began": began, "ended": time.monotonic(), "cpu_s": time.process_time() - cpu}
+
+
+def cpu_workers(cfg, truth, clips, context, names, workers: int) -> dict:
+    """The CPU side of `workers` GPU workers on this machine's cores: each a process with cores // workers
+    threads and its share of the clips; wall seconds from the common start to the last one's end."""
+    import multiprocessing as mp
+
+    n_threads = max(1, (os.cpu_count() or 1) // workers)
+    shares = [clips[i::workers] for i in range(workers)]
+    ctx = mp.get_context("spawn")
+    saved = dict(os.environ)
+    os.environ.update(threads.environ(n_threads))
+    try:
+        with ctx.Manager() as manager:
+            start = manager.Barrier(workers)
+            with ctx.Pool(workers) as pool:
+                done = pool.starmap(
+                    _cpu_worker,
+                    [
+                        (
+                            cfg,
+                            truth,
+                            share,
+                            {n: {c.clip_id: v[c.clip_id] for c in share if c.clip_id in v} for n, v in context.items()},
+                            names,
+                            n_threads,
+                            start,
+                        )
+                        for share in shares
+                    ],
+                )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
+    audio_s = sum(c.duration_s for c in clips)
+    return {
+        "threads_per_worker": n_threads,
+        "wall_s": round(wall, 3),
+        "cpu_s": round(sum(d["cpu_s"] for d in done), 3),
+        "x_realtime": round(audio_s / wall, 1),
+    }
+
+
+def markdown(result: dict) -> str:
+    audio = result["audio_s"]
+    lines = [
+        "| expert | gpu slot | decode | io | analyze | of it, forwards | host (analyze − forwards) | aten ops |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, r in result["experts"].items():
+        lines.append(
+            f"| `{name}` | {'yes' if r['gpu_slot'] else 'no'} | {r['decode_s']:.3f} | {r['io_s']:.3f} | "
+            f"{r['analyze_s']:.3f} | {r['forward_cpu_s']:.3f} | {r['analyze_s'] - r['forward_cpu_s']:.3f} | "
+            f"{r['forward_ops']} |"
+        )
+    lines += ["", "| part | core-s | core-s per audio s |", "|---|---|---|"]
+    for part, s in result["parts_core_s"].items():
+        lines.append(f"| {part} | {s:.3f} | {s / audio:.4f} |")
+    lines.append(f"| **GPU worker, all of the above** | | **{result['worker_core_s_per_audio_s']:.4f}** |")
+    lines.append(f"| ingest (once per clip, any node) | | {result['ingest_core_s_per_audio_s']:.4f} |")
+    if result.get("cpu_experts_workers"):
+        lines += ["", "| CPU experts: workers | threads each | wall s | CPU s | × real time |", "|---|---|---|---|---|"]
+        for n, r in result["cpu_experts_workers"].items():
+            lines.append(
+                f"| {n} | {r['threads_per_worker']} | {r['wall_s']:.2f} | {r['cpu_s']:.2f} | {r['x_realtime']} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--per-domain", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", choices=["embedded", "paper"], default="paper")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--models-dir", type=Path, default=Path("/tmp/earmark-bench-models"))
+    ap.add_argument("--whisper-tokenizer", type=Path)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="another [analyze] field")
+    ap.add_argument("--launch-us", type=float, default=5.0, help="assumed CUDA launch cost per aten op (µs)")
+    ap.add_argument("--route", choices=["profile", "truth"], default="truth")
+    ap.add_argument(
+        "--workers", type=int, nargs="*", default=[], help="then the CPU experts alone in N processes (several: each)"
+    )
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    if args.profile == "paper":
+        ns = argparse.Namespace(
+            device="cpu",
+            batch_size=args.batch_size,
+            models_dir=args.models_dir,
+            random_models=True,
+            whisper_tokenizer=args.whisper_tokenizer,
+            set=["asr_backend=transformers", "asr_max_new_tokens=40", *args.set],
+        )
+        cfg = paper_config(ns)
+    else:
+        cfg = AnalyzeSection()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = measure(
+            cfg, args.per_domain, args.seed, Path(tmp), args.launch_us, args.route == "truth", args.workers
+        )
+    result["command"] = " ".join(sys.argv)
+    print(markdown(result))
+    print(f"\n{result['clips']} clips, {result['audio_s']} s of audio; meta dispatch {result['meta_us_per_op']} µs/op")
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
