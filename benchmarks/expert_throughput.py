@@ -30,8 +30,10 @@ stage: audio seconds / their sum is its ceiling (on this machine's cores per wor
 `--profile paper` uses the models in `--models-dir`; `--random-models` first builds the paper_throughput.py
 stand-ins there (AST-base tagger, Whisper large-v3 dims in CTranslate2 — or as a transformers checkpoint with
 `--set asr_backend=transformers` —, NISQA v2.0, gender and emotion classifiers with the default models'
-architectures (wav2vec2-large, wav2vec2-base), random weights) and turns off the paper parts it has no
-stand-in for (pyannote, demucs, music tagger: their embedded fallbacks run). Random
+architectures (wav2vec2-large, wav2vec2-base), a music tagger (AST-base, 50 music labels), and, where the
+`demucs` package is importable, HTDemucs at htdemucs' own dimensions, and where `pyannote.audio` is, a
+community-1 pipeline (PyanNet at its own size, WeSpeaker ResNet34, a PLDA; random clustering does not time like
+real diarization); where a package is missing its embedded fallback runs (HPSS, Resemblyzer). Random
 Whisper weights never emit end-of-text: `--set asr_max_new_tokens=40` caps decoding at about what 10 s of
 speech needs. `--set name=value` sets any other `[analyze]` field (`none` for None).
 """
@@ -50,9 +52,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from earmark import threads  # noqa: E402
 from earmark.config import AnalyzeSection  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
-from earmark.experts.base import ClipAudio, Expert  # noqa: E402
+from earmark.experts.base import ClipAudio, Expert, gpu_sections  # noqa: E402
 from earmark.schemas.records import DomainDecision  # noqa: E402
 
 
@@ -107,6 +110,47 @@ def _cuda_peak() -> float | None:
         return None
     torch.cuda.synchronize()
     return round(torch.cuda.max_memory_allocated() / 2**30, 2)
+
+
+def _cuda_reserved_peak() -> float | None:
+    """Peak GPU memory the caching allocator reserved since the last reset, GiB: what this process keeps."""
+    if "torch" not in sys.modules:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return round(torch.cuda.max_memory_reserved() / 2**30, 2)
+
+
+def cuda_memory() -> dict | None:
+    """After the models are loaded: the GPU's total memory, what this process' allocator reserves, and the rest
+    of what it uses (CUDA context, library workspaces), GiB; None without CUDA. Call with this process alone on
+    the GPU (each pass runs in fresh processes, after the previous pass' have ended)."""
+    if "torch" not in sys.modules:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    torch.cuda.synchronize()
+    free, total = torch.cuda.mem_get_info()
+    reserved = torch.cuda.memory_reserved()
+    return {
+        "total_gib": round(total / 2**30, 2),
+        "resident_gib": round(reserved / 2**30, 2),
+        "context_gib": round(max(0, total - free - reserved) / 2**30, 2),
+    }
+
+
+def memory_needed(result: dict, workers: int) -> float | None:
+    """GiB that `workers` processes like the one measured in `result` (a one-worker pass) hold at once: each
+    keeps its CUDA context and what its caching allocator reserved at its peak, whichever expert reached it."""
+    memory = result.get("gpu_memory")
+    if not memory:
+        return None
+    peak = max([v.get("gpu_peak_reserved_gib") or 0.0 for v in result["experts"].values()] + [memory["resident_gib"]])
+    return round(workers * (memory["context_gib"] + peak), 1)
 
 
 def _reset_cuda_peak() -> None:
@@ -187,7 +231,8 @@ def run(
     host_share: bool = False,
 ) -> dict:
     audio_s = sum(c.duration_s for c in clips)
-    per_expert = _run_experts(clips, cfg or AnalyzeSection(), truth, host_share=host_share)["experts"]
+    done = _run_experts(clips, cfg or AnalyzeSection(), truth, host_share=host_share)
+    per_expert = done["experts"]
     total = sum(v.pop("raw_s") for v in per_expert.values())
     extra = {}
     if host_share:  # the GPU slot's floor: its experts' host work, which a faster GPU does not shrink
@@ -204,6 +249,7 @@ def run(
         "experts": per_expert,
         "total_s": round(total, 2),
         "total_x_realtime": round(audio_s / total, 1),
+        "gpu_memory": done["gpu_memory"],
         **extra,
     }
 
@@ -242,6 +288,7 @@ def _run_experts(
         t = time.monotonic()
         warm_context[name] = {r.clip_id: r for r in expert.analyze(warm, warm_context)}
         warmup[name] = round(time.monotonic() - t, 2)
+    memory = cuda_memory()  # models loaded and warm
     if start is not None:
         start.wait()
     context: dict[str, dict] = {}
@@ -251,7 +298,7 @@ def _run_experts(
     for name, expert in experts.items():
         _reset_cuda_peak()
         clock = ModelClock() if host_share else nullcontext()
-        with gpu_lock if (gpu_lock is not None and expert.uses_gpu) else nullcontext(), clock:
+        with _slot(gpu_lock, expert), clock:
             t = time.monotonic()
             records = expert.analyze(clips, context)
             took = time.monotonic() - t
@@ -265,6 +312,7 @@ def _run_experts(
             "x_realtime": round(audio_s / took, 1),
             "clips_routed_away": skipped,
             "gpu_peak_gib": _cuda_peak(),
+            "gpu_peak_reserved_gib": _cuda_reserved_peak(),
         }
         if isinstance(clock, ModelClock):
             host = max(0.0, took - clock.seconds)
@@ -274,7 +322,17 @@ def _run_experts(
                 host_s=round(host, 2),
                 host_x_realtime=round(audio_s / host, 1) if host > 0 else None,
             )
-    return {"experts": per_expert, "began": began, "ended": time.monotonic()}
+    return {"experts": per_expert, "began": began, "ended": time.monotonic(), "gpu_memory": memory}
+
+
+def _slot(gpu_lock, expert: Expert):
+    """The flow's `gpu` slot, emulated by the shared lock: around the whole expert, or only around its
+    gpu_section()s for an expert that takes it there (as flows.common.compute_slot does)."""
+    if gpu_lock is None or not expert.uses_gpu:
+        return nullcontext()
+    if expert.gpu_in_sections:
+        return gpu_sections(lambda: gpu_lock)
+    return gpu_lock
 
 
 def gpu_slots(cfg: AnalyzeSection) -> set[str]:
@@ -284,15 +342,15 @@ def gpu_slots(cfg: AnalyzeSection) -> set[str]:
     return {name for name, expert in experts.items() if expert.uses_gpu}
 
 
-def _worker(clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None, threads: int, start, gpu_lock) -> dict:
-    os.environ["OMP_NUM_THREADS"] = str(threads)
-    try:
-        import torch
-
-        torch.set_num_threads(threads)
-    except ImportError:
-        pass
+def _worker(clips: list, cfg: AnalyzeSection, truth: dict[str, str] | None, n_threads: int, start, gpu_lock) -> dict:
+    threads.apply(n_threads)  # the pools already loaded while this process unpickled its arguments
     return _run_experts(clips, cfg, truth, start, gpu_lock)
+
+
+def _in_child(fn, *args):
+    """fn(*args) in a fresh spawned process, so that whatever it loads is freed when it returns."""
+    with mp.get_context("spawn").Pool(1) as pool:
+        return pool.apply(fn, args)
 
 
 def run_workers(
@@ -300,12 +358,18 @@ def run_workers(
 ) -> dict:
     audio_s = sum(c.duration_s for c in clips)
     shares = [clips[i::workers] for i in range(workers)]
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    n_threads = max(1, (os.cpu_count() or 1) // workers)
     ctx = mp.get_context("spawn")
-    with ctx.Manager() as manager:
-        start, gpu_lock = manager.Barrier(workers), manager.Semaphore(slots)
-        with ctx.Pool(workers) as pool:
-            done = pool.starmap(_worker, [(share, cfg, truth, threads, start, gpu_lock) for share in shares])
+    saved = dict(os.environ)
+    os.environ.update(threads.environ(n_threads))  # spawned workers load their libraries with them
+    try:
+        with ctx.Manager() as manager:
+            start, gpu_lock = manager.Barrier(workers), manager.Semaphore(slots)
+            with ctx.Pool(workers) as pool:
+                done = pool.starmap(_worker, [(share, cfg, truth, n_threads, start, gpu_lock) for share in shares])
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
     wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
     per_expert = {}
     for name in done[0]["experts"]:
@@ -319,6 +383,10 @@ def run_workers(
             "x_realtime": round(audio_s / seconds, 1),
             "clips_routed_away": sum(r["clips_routed_away"] for r in rows),
             "gpu_peak_gib": max(peaks) if peaks else None,
+            "gpu_peak_reserved_gib": max(
+                [r["gpu_peak_reserved_gib"] for r in rows if r["gpu_peak_reserved_gib"]] or [0]
+            )
+            or None,
         }
     return {
         "profile": cfg.profile,
@@ -327,7 +395,7 @@ def run_workers(
         "cpu_count": os.cpu_count(),
         "workers": workers,
         "gpu_slots": slots,
-        "threads_per_worker": threads,
+        "threads_per_worker": n_threads,
         "experts": per_expert,
         "total_s": round(wall, 2),
         "total_x_realtime": round(audio_s / wall, 1),
@@ -337,9 +405,12 @@ def run_workers(
 def markdown(result: dict) -> str:
     if "gpu_slot_host_s" in result:
         return _host_markdown(result)
-    lines = ["| expert | backend | s | × real time | clips routed away | peak GPU GiB |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| expert | backend | s | × real time | clips routed away | peak GPU GiB (allocated / reserved) |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, v in result["experts"].items():
-        gpu = "–" if v.get("gpu_peak_gib") is None else f"{v['gpu_peak_gib']:.2f}"
+        gpu = "–" if v.get("gpu_peak_gib") is None else f"{v['gpu_peak_gib']:.2f} / {v['gpu_peak_reserved_gib']:.2f}"
         lines.append(
             f"| `{name}` | `{v['backend']}` | {v['seconds']:.2f} | {v['x_realtime']:.0f} | "
             f"{v.get('clips_routed_away', 0)} | {gpu} |"
@@ -350,6 +421,13 @@ def markdown(result: dict) -> str:
         else f"**stage, {result['workers']} workers, {result['gpu_slots']} gpu slot(s) (wall)**"
     )
     lines.append(f"| {total} | | {result['total_s']:.2f} | {result['total_x_realtime']:.1f} | | |")
+    if result.get("gpu_memory"):
+        m = result["gpu_memory"]
+        lines.append(
+            f"\nGPU {m['total_gib']} GiB; after loading, one worker reserves {m['resident_gib']} GiB plus "
+            f"{m['context_gib']} GiB of CUDA context"
+            + (f"; needed: {result['gpu_needed_gib']} GiB" if result.get("gpu_needed_gib") else "")
+        )
     return "\n".join(lines)
 
 
@@ -378,7 +456,17 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
         fields["models_dir"] = args.models_dir
     sets = dict(item.partition("=")[::2] for item in args.set)
     if args.random_models:
-        from benchmarks.paper_throughput import EMOTION, GENDER, HF_WHISPER, NISQA, TAGGER, WHISPER, build
+        from benchmarks.paper_throughput import (
+            DIARIZATION,
+            EMOTION,
+            GENDER,
+            HF_WHISPER,
+            MUSIC_TAGGER,
+            NISQA,
+            TAGGER,
+            WHISPER,
+            build,
+        )
 
         root = args.models_dir or Path("/tmp/earmark-bench-models")
         backend = sets.get("asr_backend", "faster-whisper")
@@ -389,10 +477,11 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
             asr_model=HF_WHISPER if backend == "transformers" else WHISPER,
             asr_compute_type="float16" if args.device == "cuda" else "int8",
             nisqa_model=NISQA if (root / NISQA).exists() else None,
-            diarization_model=None,
+            diarization_model=DIARIZATION if (root / DIARIZATION / "config.yaml").exists() else None,
             gender_model=GENDER,
             emotion_model=EMOTION,
-            separation_model=None,
+            separation_model="htdemucs" if (root / "demucs" / "htdemucs.yaml").exists() else None,
+            music_tagger_model=MUSIC_TAGGER,
         )
     for name, value in sets.items():
         fields[name] = None if value.lower() == "none" else value
@@ -449,12 +538,27 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     results = []
     routes = truth if args.route == "truth" else None
+    single: dict | None = None
     for workers in args.workers:  # several counts: one after the other in this run, on the same clips
         for slots in args.gpu_slots if workers > 1 else [None]:
+            # every pass in fresh processes: the models and the allocator's cache of one pass are freed before the
+            # next starts (a one-worker pass in this process kept 29.5 GiB while 8 workers loaded theirs)
             if slots is None:
-                result = run(clips, cfg, routes, host_share=args.host_share)
+                result = single = _in_child(run, clips, cfg, routes, args.host_share)
             else:
+                if single is None and args.device == "cuda":  # what one worker holds decides how many fit
+                    single = _in_child(run, clips, cfg, routes, False)
+                need = memory_needed(single, workers) if single else None
+                total = (single or {}).get("gpu_memory", {}) or {}
+                if need is not None and need > 0.95 * total.get("total_gib", float("inf")):
+                    print(
+                        f"{workers} workers refused: they would hold {need} GiB ({workers} × (CUDA context + the "
+                        f"allocator's peak of one worker)), the GPU has {total['total_gib']} GiB\n"
+                    )
+                    results.append({"workers": workers, "gpu_slots": slots, "refused": True, "gpu_needed_gib": need})
+                    continue
                 result = run_workers(clips, cfg, workers, routes, slots)
+                result["gpu_needed_gib"] = need
             print(
                 f"{result['profile']} profile, {workers} worker(s){f', {slots} gpu slot(s)' if slots else ''}: "
                 f"{result['clips']} clips, {result['audio_s']} s of audio, {result['cpu_count']} CPUs\n"

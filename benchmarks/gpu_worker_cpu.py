@@ -18,11 +18,15 @@ Process CPU time (`time.process_time`: every thread of the process, so a pool's 
   registering the shard.
 - `cpu experts`: `analyze()` of the experts that do not hold the `gpu` slot on a CUDA worker.
 - `slot host`: `analyze()` of the slot experts, minus the CPU time inside their outermost torch module forwards.
-  On a CUDA worker that part is kernels on the GPU.
-- `launch estimate`: what those forwards still cost the host on a GPU. It is the number of aten ops they
-  dispatched, times the host seconds per op. That figure is measured here by running a transformer layer on
-  PyTorch's meta device (Python, modules and dispatcher, no compute), plus `--launch-us` per op for the CUDA
-  launch itself. The launch part is an assumption (default 5 µs), not a measurement.
+  On a CUDA worker that part is kernels on the GPU. DNSMOS and PLCMOS run through their torch port here, as on a
+  CUDA worker (`as_on_cuda`); torch work outside modules (Whisper's log-mel, AST's filter banks) counts as host
+  work although a CUDA worker runs it on the GPU: the figure is pessimistic there.
+- `launch estimate`: what those forwards still cost the host on a GPU: the aten ops they dispatched, times the
+  host seconds per op. The per-op figure is measured here (`host_us_per_op`: a transformer layer on tiny CPU
+  tensors, where Python, module calls and dispatch are nearly all of the time), plus `--launch-us` per op for
+  the CUDA launch itself, which is an assumption (default 5 µs), not a measurement. An expert's op count is
+  per batch (eager PyTorch runs the same ops on a bigger batch), and every expert here runs its clips as one
+  batch; `launch_at_batch` rescales to a worker's batch (`--device-batch`, default 64) full of such clips.
 - `ingest`: decoding the source files, resampling and FLAC-encoding the clips. It runs once per clip, before
   analyze, and need not run on a GPU node; it is listed apart from the worker's figure.
 
@@ -112,19 +116,38 @@ class ForwardClock:
             self._on = False
 
 
-def meta_us_per_op(repeats: int = 20) -> float:
-    """Host microseconds per aten op of eager PyTorch with no compute: a transformer encoder layer on the meta
-    device (its Python, module calls and dispatcher), batch 64 × 250 frames × 1280 (Whisper large-v3's width)."""
-    layer = torch.nn.TransformerEncoderLayer(1280, 20, 5120, batch_first=True, device="meta").eval()
-    x = torch.empty(64, 250, 1280, device="meta")
-    with torch.no_grad():
-        layer(x)
+class _Block(torch.nn.Module):
+    """A pre-norm transformer block written out op by op (no fused fast path), as Whisper's and AST's are."""
+
+    def __init__(self, width: int = 64, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.up, self.down = torch.nn.Linear(width, 4 * width), torch.nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, w = x.shape
+        q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        att = torch.softmax(q @ k.transpose(-1, -2) / (w // self.heads) ** 0.5, dim=-1) @ v
+        x = x + self.out(att.transpose(1, 2).reshape(b, t, w))
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm2(x))))
+
+
+def host_us_per_op(repeats: int = 200) -> float:
+    """Host microseconds per aten op of eager PyTorch when the tensors are tiny: a transformer block written
+    out op by op (width 64) on a 1 × 4 input on the CPU, where the Python, module calls and dispatcher are
+    nearly all of the time. It stands for what an op costs the host before the launch itself on a GPU."""
+    block = _Block().eval()
+    x = torch.zeros(1, 4, 64)
+    with torch.inference_mode():
+        block(x)
         counter = _OpCount()
         with counter:
-            layer(x)
+            block(x)
         t = time.process_time()
         for _ in range(repeats):
-            layer(x)
+            block(x)
         spent = time.process_time() - t
     return 1e6 * spent / repeats / max(counter.ops, 1)
 
@@ -142,6 +165,18 @@ def _timed_decode(spent: dict[str, float]):
     return batches
 
 
+def as_on_cuda() -> None:
+    """Run the experts that a CUDA worker runs on the GPU through torch here too, on the CPU: DNSMOS through
+    its graphs' torch port (ONNX Runtime here has no CUDA provider, nor has the lent GPU machine's) and PLCMOS
+    likewise, so that their model work counts as forwards (GPU work), not as host work. `gpu_slots` then sees
+    what a worker with torch CUDA holds the slot for."""
+    from earmark.experts import acoustics, quality
+
+    quality.gpu_runtime = lambda device: "torch"
+    quality._torch_cuda = acoustics._torch_cuda = lambda: True
+    acoustics.RoomAcousticsExpert.uses_gpu = property(lambda self: self.with_plcmos)
+
+
 def measure(
     cfg: AnalyzeSection,
     per_domain: int,
@@ -150,6 +185,7 @@ def measure(
     launch_us: float,
     route_truth: bool,
     workers: list[int] = (),
+    device_batch: int = 64,
 ) -> dict:
     from earmark.corpus import generate_corpus
 
@@ -171,6 +207,8 @@ def measure(
     audio_s = sum(c.duration_s for c in clips)
     truth = {c.clip_id: domains[Path(c.source_path).name] for c in clips}
 
+    if cfg.profile == "paper":
+        as_on_cuda()
     experts = build_experts(cfg)
     if route_truth:
         experts["domain"] = TruthDomainExpert(truth)
@@ -189,17 +227,21 @@ def measure(
 
     spent = {"decode": 0.0}
     rows, refs = _run_all(cat, clip_ref, experts, spent, slots)
-    us_per_op = meta_us_per_op()
+    us_per_op = host_us_per_op()
     per_op_s = (us_per_op + launch_us) * 1e-6
     for row in rows.values():
         row["launch_estimate_s"] = row["forward_ops"] * per_op_s if row["gpu_slot"] else 0.0
+        # one batch of `clips_analyzed` here; a worker's batches of `device_batch` clips need fewer ops per clip
+        scale = min(1.0, row["clips_analyzed"] / device_batch) if row["clips_analyzed"] else 0.0
+        row["launch_at_batch_s"] = row["launch_estimate_s"] * scale
     parts = {
         "decode": spent["decode"],
         "io": sum(r["io_s"] for r in rows.values()),
         "cpu experts": sum(r["analyze_s"] for r in rows.values() if not r["gpu_slot"]),
         "slot host": sum(r["analyze_s"] - r["forward_cpu_s"] for r in rows.values() if r["gpu_slot"]),
-        "launch estimate": sum(r["launch_estimate_s"] for r in rows.values()),
+        f"launch estimate (batch {device_batch})": sum(r["launch_at_batch_s"] for r in rows.values()),
     }
+    launch_here = sum(r["launch_estimate_s"] for r in rows.values())
     worker = sum(parts.values())
     scaling = {}
     if workers:
@@ -215,7 +257,9 @@ def measure(
         "threads": 1,
         "clips": len(clips),
         "audio_s": round(audio_s, 1),
-        "meta_us_per_op": round(us_per_op, 2),
+        "host_us_per_op": round(us_per_op, 2),
+        "device_batch": device_batch,
+        "launch_estimate_at_this_batch_core_s": round(launch_here, 3),
         "launch_us_assumed": launch_us,
         "experts": {k: {n: round(v, 4) if isinstance(v, float) else v for n, v in r.items()} for k, r in rows.items()},
         "parts_core_s": {k: round(v, 3) for k, v in parts.items()},
@@ -240,7 +284,7 @@ def _run_all(
     try:
         for name, expert in experts.items():
             clock = ForwardClock()
-            analyzed = {"s": 0.0}
+            analyzed = {"s": 0.0, "clips": 0}
 
             def fn(inputs, expert=expert, clock=clock, analyzed=analyzed):
                 inner = expert.analyze
@@ -250,6 +294,7 @@ def _run_all(
                     with clock:
                         out = inner(batch, context)
                     analyzed["s"] += time.process_time() - t
+                    analyzed["clips"] += sum(1 for r in out if not getattr(r, "skipped_reason", None))
                     return out
 
                 expert.analyze = timed
@@ -280,6 +325,7 @@ def _run_all(
                 "analyze_s": analyzed["s"],
                 "forward_cpu_s": clock.cpu_s,
                 "forward_ops": clock.ops,
+                "clips_analyzed": analyzed["clips"],
                 "io_s": max(0.0, total - decode - analyzed["s"]),
             }
     finally:
@@ -291,6 +337,8 @@ def _cpu_worker(cfg, truth, clips, context, names, n_threads, start) -> dict:
     """One worker process: the CPU experts (`names`) on its share of the clips, decoding included, the slot
     experts' records given (they are GPU work, computed once beforehand)."""
     threads.apply(n_threads)
+    if cfg.profile == "paper":
+        as_on_cuda()
     experts = build_experts(cfg)
     if truth is not None:
         experts["domain"] = TruthDomainExpert(truth)
@@ -392,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--whisper-tokenizer", type=Path)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="another [analyze] field")
     ap.add_argument("--launch-us", type=float, default=5.0, help="assumed CUDA launch cost per aten op (µs)")
+    ap.add_argument("--device-batch", type=int, default=64, help="a GPU worker's batch, for the launch estimate")
     ap.add_argument("--route", choices=["profile", "truth"], default="truth")
     ap.add_argument(
         "--workers", type=int, nargs="*", default=[], help="then the CPU experts alone in N processes (several: each)"
@@ -412,11 +461,22 @@ def main(argv: list[str] | None = None) -> int:
         cfg = AnalyzeSection()
     with tempfile.TemporaryDirectory() as tmp:
         result = measure(
-            cfg, args.per_domain, args.seed, Path(tmp), args.launch_us, args.route == "truth", args.workers
+            cfg,
+            args.per_domain,
+            args.seed,
+            Path(tmp),
+            args.launch_us,
+            args.route == "truth",
+            args.workers,
+            args.device_batch,
         )
     result["command"] = " ".join(sys.argv)
     print(markdown(result))
-    print(f"\n{result['clips']} clips, {result['audio_s']} s of audio; meta dispatch {result['meta_us_per_op']} µs/op")
+    print(
+        f"\n{result['clips']} clips, {result['audio_s']} s of audio; host {result['host_us_per_op']} µs per aten op "
+        f"(+ {result['launch_us_assumed']} µs assumed per CUDA launch); the launch estimate at this run's one batch "
+        f"per expert: {result['launch_estimate_at_this_batch_core_s']} core-s"
+    )
     if args.out:
         args.out.write_text(json.dumps(result, indent=1))
     return 0

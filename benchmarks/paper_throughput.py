@@ -10,8 +10,8 @@ AST-base AudioSet tagger (527 labels, 2 s windows), Whisper large-v3 dims conver
 `--asr-backend transformers`, as a transformers checkpoint run in `--precision`), wav2vec2-large and
 wav2vec2-base classifiers for the speaker attributes (built here, timed by expert_throughput.py),
 NISQA v2.0 (torchmetrics), DNSMOS (speechmos' real models; batched as the paper profile runs it, and one clip
-at a time as the embedded profile does), demucs htdemucs only if the `demucs`
-package and its weights are present. Audio is noise with a tone; VAD context says every clip has speech,
+at a time as the embedded profile does), HTDemucs at htdemucs' dimensions with random weights where the `demucs`
+package is importable, and an AST-base music tagger with 50 music labels. Audio is noise with a tone; VAD context says every clip has speech,
 so ASR runs on all clips.
 """
 
@@ -40,6 +40,8 @@ HF_WHISPER = "bench/whisper-large-v3-hf"
 NISQA = "bench/nisqa.tar"
 GENDER = "bench/wav2vec2-large-gender"  # the default gender model's architecture (wav2vec2-large xlsr-53)
 EMOTION = "bench/wav2vec2-base-emotion"  # the default emotion model's (wav2vec2-base, superb-er)
+DIARIZATION = "bench/pyannote-community-1"  # community-1's layout: PyanNet at its own size, WeSpeaker ResNet34, PLDA
+MUSIC_TAGGER = "bench/ast-base-music50"  # the music tagger slot: an AST-base classifier with 50 music labels
 
 
 def audioset_labels() -> list[str]:
@@ -49,9 +51,29 @@ def audioset_labels() -> list[str]:
     return named + [f"sound event {i}" for i in range(527 - len(named))]  # 527 outputs, as AudioSet
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # its parent package is missing
+        return False
+
+
+def music_labels() -> list[str]:
+    """50 outputs named as MagnaTagATune's tags (musicnn's MTT head): instruments, genres, moods, vocals."""
+    from earmark.experts.probe.musicnn import MTT_LABELS
+
+    return list(MTT_LABELS)
+
+
 def build(root: Path, device: str, asr_backend: str = "faster-whisper", whisper_tokenizer: Path | None = None) -> None:
     if not (root / TAGGER / "config.json").exists():
         rw.ast_classifier(root / TAGGER, audioset_labels(), **rw.AST_BASE)
+    if importlib.util.find_spec("demucs") and not (root / "demucs" / "htdemucs.yaml").exists():
+        rw.demucs_repo(root / "demucs", "htdemucs", full=True)  # htdemucs' own dimensions, random weights
+    if _importable("pyannote.audio") and not (root / DIARIZATION / "config.yaml").exists():
+        rw.pyannote_pipeline(root / DIARIZATION, full=True, duration=10.0)
+    if not (root / MUSIC_TAGGER / "config.json").exists():
+        rw.ast_classifier(root / MUSIC_TAGGER, music_labels(), seed=3, **rw.AST_BASE)
     if asr_backend == "transformers":
         if not (root / HF_WHISPER / "generation_config.json").exists():
             rw.whisper_hf(

@@ -40,10 +40,10 @@ def test_forward_clock_counts_outermost_forwards_cpu_and_ops_only():
     assert (clock.cpu_s, clock.ops) == before
 
 
-def test_meta_dispatch_cost_is_measured_per_op():
-    from benchmarks.gpu_worker_cpu import meta_us_per_op
+def test_host_cost_is_measured_per_op():
+    from benchmarks.gpu_worker_cpu import host_us_per_op
 
-    assert 0 < meta_us_per_op(repeats=2) < 10_000
+    assert 0 < host_us_per_op(repeats=2) < 10_000
 
 
 @pytest.mark.parametrize(("workers", "expected"), [(1, 7.5), (8, 60.0), (11, 82.5)])

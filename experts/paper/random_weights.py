@@ -12,6 +12,7 @@ import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 N_LANGUAGES_V2, N_TIMESTAMPS = 99, 1501
 AST_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
@@ -290,12 +291,20 @@ def _pyannote_checkpoint(model, path: Path) -> None:
 
 
 def pyannote_pipeline(
-    out: Path, *, clustering: str = "VBxClustering", plda: bool = True, seed: int = 0, duration: float = 5.0
+    out: Path,
+    *,
+    clustering: str = "VBxClustering",
+    plda: bool = True,
+    seed: int = 0,
+    duration: float = 5.0,
+    full: bool = False,
 ) -> Path:
     """A speaker-diarization pipeline directory in the layout of pyannote/speaker-diarization-community-1:
-    config.yaml naming a random tiny PyanNet segmentation model (3 speakers, powerset of 2), a random WeSpeaker
+    config.yaml naming a random PyanNet segmentation model (3 speakers, powerset of 2), a random WeSpeaker
     ResNet34 embedding and (`plda`) a random PLDA as `$model/<subfolder>` paths pyannote resolves inside this
-    directory. `clustering="AgglomerativeClustering"` with 3.1's tuned parameters gives 3.1's pipeline."""
+    directory. The PyanNet is tiny (16-unit LSTM) unless `full`: PyanNet's own defaults (4 bidirectional LSTM
+    layers of 128, as segmentation-3.0), for timing; give `duration=10.0` with it, segmentation-3.0's window.
+    `clustering="AgglomerativeClustering"` with 3.1's tuned parameters gives 3.1's pipeline."""
     import numpy as np
     import yaml
     from pyannote.audio.core.task import Problem, Resolution, Specifications
@@ -303,7 +312,8 @@ def pyannote_pipeline(
     from pyannote.audio.models.segmentation import PyanNet
 
     _seed(seed)
-    seg = PyanNet(lstm={"hidden_size": 16, "num_layers": 1}, linear={"hidden_size": 16, "num_layers": 1})
+    tiny = {"lstm": {"hidden_size": 16, "num_layers": 1}, "linear": {"hidden_size": 16, "num_layers": 1}}
+    seg = PyanNet() if full else PyanNet(**tiny)
     seg.specifications = Specifications(
         problem=Problem.MONO_LABEL_CLASSIFICATION,
         resolution=Resolution.FRAME,
@@ -351,21 +361,26 @@ def pyannote_pipeline(
     return out
 
 
-def demucs_repo(out: Path, name: str = "htdemucs", *, seed: int = 0, channels: int = 8, depth: int = 4) -> Path:
-    """A demucs model directory (`<name>.yaml` naming one `<sig>-<sha>.th` checkpoint) with a random tiny
-    HTDemucs (the htdemucs architecture: time and spectrogram U-Nets with a cross-domain transformer)."""
+# htdemucs' own dimensions (demucs 4.0.1 conf/config.yaml `htdemucs:`, which HTDemucs' defaults follow: 48
+# channels, depth 4, dconv_comp 8, a 5-layer, 8-head cross-domain transformer) and its training segment, 7.8 s
+HTDEMUCS = dict(channels=48, depth=4, dconv_comp=8, t_layers=5, t_heads=8, segment="39/5")
+_HTDEMUCS_TINY = dict(channels=8, depth=4, dconv_comp=2, t_layers=1, t_heads=2)
+
+
+def demucs_repo(out: Path, name: str = "htdemucs", *, seed: int = 0, full: bool = False, **dims: Any) -> Path:
+    """A demucs model directory (`<name>.yaml` naming one `<sig>-<sha>.th` checkpoint) with a random HTDemucs
+    (time and spectrogram U-Nets with a cross-domain transformer): tiny by default (8 channels, for tests);
+    `full`: htdemucs' own dimensions (HTDEMUCS, 26.9 M parameters, for timing); `dims` override either."""
+    from fractions import Fraction
+
     from demucs.htdemucs import HTDemucs
     from demucs.states import get_state, save_with_checksum
 
     _seed(seed)
-    kwargs = dict(
-        sources=["drums", "bass", "other", "vocals"],
-        channels=channels,
-        depth=depth,
-        dconv_comp=2,
-        t_layers=1,
-        t_heads=2,
-    )
+    kwargs: dict[str, Any] = {"sources": ["drums", "bass", "other", "vocals"], **(HTDEMUCS if full else _HTDEMUCS_TINY)}
+    kwargs.update(dims)
+    if isinstance(kwargs.get("segment"), str):
+        kwargs["segment"] = Fraction(kwargs["segment"])
     model = HTDemucs(**kwargs)
     out.mkdir(parents=True, exist_ok=True)
     sig = f"{seed:08x}"
