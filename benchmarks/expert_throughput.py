@@ -465,6 +465,7 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
             NISQA,
             TAGGER,
             WHISPER,
+            _importable,
             build,
         )
 
@@ -477,10 +478,10 @@ def paper_config(args: argparse.Namespace) -> AnalyzeSection:
             asr_model=HF_WHISPER if backend == "transformers" else WHISPER,
             asr_compute_type="float16" if args.device == "cuda" else "int8",
             nisqa_model=NISQA if (root / NISQA).exists() else None,
-            diarization_model=DIARIZATION if (root / DIARIZATION / "config.yaml").exists() else None,
+            diarization_model=DIARIZATION if _importable("pyannote.audio") else None,
             gender_model=GENDER,
             emotion_model=EMOTION,
-            separation_model="htdemucs" if (root / "demucs" / "htdemucs.yaml").exists() else None,
+            separation_model="htdemucs" if _importable("demucs") else None,
             music_tagger_model=MUSIC_TAGGER,
         )
     for name, value in sets.items():

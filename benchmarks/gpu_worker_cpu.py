@@ -397,6 +397,7 @@ def cpu_workers(cfg, truth, clips, context, names, workers: int) -> dict:
     wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
     audio_s = sum(c.duration_s for c in clips)
     return {
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],  # other jobs on the cores skew the ratio
         "threads_per_worker": n_threads,
         "wall_s": round(wall, 3),
         "cpu_s": round(sum(d["cpu_s"] for d in done), 3),
