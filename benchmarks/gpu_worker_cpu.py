@@ -44,6 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import pickle  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -67,6 +68,10 @@ from earmark.experts import build_experts  # noqa: E402
 from earmark.stages import analyze, ingest  # noqa: E402
 from earmark.stages.base import ShardJob, run_job, stored  # noqa: E402
 from earmark.storage import Catalog  # noqa: E402
+
+# experts whose model runs clip by clip, whatever the batch: acoustics' PLCMOS (its GRUs run to each clip's
+# own length, and the graph takes no lengths to pad a batch with)
+PER_CLIP_FORWARDS = {"acoustics"}
 
 
 class _OpCount(TorchDispatchMode):
@@ -186,6 +191,8 @@ def measure(
     route_truth: bool,
     workers: list[int] = (),
     device_batch: int = 64,
+    repeat: int = 1,
+    context_out: Path | None = None,
 ) -> dict:
     from earmark.corpus import generate_corpus
 
@@ -229,10 +236,13 @@ def measure(
     rows, refs = _run_all(cat, clip_ref, experts, spent, slots)
     us_per_op = host_us_per_op()
     per_op_s = (us_per_op + launch_us) * 1e-6
-    for row in rows.values():
+    for name, row in rows.items():
         row["launch_estimate_s"] = row["forward_ops"] * per_op_s if row["gpu_slot"] else 0.0
-        # one batch of `clips_analyzed` here; a worker's batches of `device_batch` clips need fewer ops per clip
+        # one batch of `clips_analyzed` here; a worker's batches of `device_batch` clips need fewer ops per clip,
+        # except where the expert runs its model clip by clip (PER_CLIP_FORWARDS)
         scale = min(1.0, row["clips_analyzed"] / device_batch) if row["clips_analyzed"] else 0.0
+        if name in PER_CLIP_FORWARDS:
+            scale = 1.0
         row["launch_at_batch_s"] = row["launch_estimate_s"] * scale
     parts = {
         "decode": spent["decode"],
@@ -246,10 +256,10 @@ def measure(
     scaling = {}
     if workers:
         context = {name: {r.clip_id: r for r in stored(cat, ref, name)} for name, ref in refs.items()}
-        cpu_names = [name for name in experts if name not in slots]
-        scaling = {
-            str(n): cpu_workers(cfg, truth if route_truth else None, clips, context, cpu_names, n) for n in workers
-        }
+        state = (cfg, truth if route_truth else None, clips, context, [name for name in experts if name not in slots])
+        if context_out:
+            context_out.write_bytes(pickle.dumps(state))
+        scaling = scaling_passes(state, workers, repeat)
     return {
         "machine": f"{platform.machine()} {os.cpu_count()} CPUs, {platform.python_version()}, torch {torch.__version__}",
         "date": time.strftime("%Y-%m-%d"),
@@ -345,21 +355,47 @@ def _cpu_worker(cfg, truth, clips, context, names, n_threads, start) -> dict:
     experts = {name: experts[name] for name in names}
     ctx = {name: dict(records) for name, records in context.items()}
 
+    spent: dict[str, float] = dict.fromkeys(["decode", *experts], 0.0)
+
     def one_pass(batch_clips) -> None:
+        t = time.process_time()
         decoded = analyze._decode(batch_clips)
+        spent["decode"] += time.process_time() - t
         for name, expert in experts.items():
+            t = time.process_time()
             out = expert.analyze(decoded, ctx)
+            spent[name] += time.process_time() - t
             ctx[name].update({r.clip_id: r for r in out})
 
     first: dict[str, object] = {}
     for c in clips:
         first.setdefault((truth or {}).get(c.clip_id, c.clip_id[:1]), c)
     one_pass(list(first.values()))  # warm-up: loading, numba compiling
+    spent.update(dict.fromkeys(spent, 0.0))
     start.wait()
     began, cpu = time.monotonic(), time.process_time()
     for i in range(0, len(clips), analyze.BATCH):
         one_pass(clips[i : i + analyze.BATCH])
-    return {"began": began, "ended": time.monotonic(), "cpu_s": time.process_time() - cpu}
+    return {"began": began, "ended": time.monotonic(), "cpu_s": time.process_time() - cpu, "spent": spent}
+
+
+def scaling_passes(state: tuple, workers: list[int], repeat: int = 1) -> dict:
+    """The CPU experts alone in N processes for each N, on the clips `repeat` times over (copies under new ids,
+    with copies of their records: the slot experts' records are GPU work, computed once before)."""
+    cfg, truth, clips, context, names = state
+    if repeat > 1:
+        clips = [c.model_copy(update={"clip_id": f"{c.clip_id}~{k}"}) for k in range(repeat) for c in clips]
+        context = {
+            name: {
+                f"{cid}~{k}": r.model_copy(update={"clip_id": f"{cid}~{k}"})
+                for k in range(repeat)
+                for cid, r in records.items()
+            }
+            for name, records in context.items()
+        }
+        if truth is not None:
+            truth = {f"{cid}~{k}": code for k in range(repeat) for cid, code in truth.items()}
+    return {str(n): cpu_workers(cfg, truth, clips, context, names, n) for n in workers}
 
 
 def cpu_workers(cfg, truth, clips, context, names, workers: int) -> dict:
@@ -401,6 +437,8 @@ def cpu_workers(cfg, truth, clips, context, names, workers: int) -> dict:
         "threads_per_worker": n_threads,
         "wall_s": round(wall, 3),
         "cpu_s": round(sum(d["cpu_s"] for d in done), 3),
+        "cpu_s_by_part": {k: round(sum(d["spent"][k] for d in done), 3) for k in done[0]["spent"]},
+        "clips": len(clips),
         "x_realtime": round(audio_s / wall, 1),
     }
 
@@ -446,8 +484,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--workers", type=int, nargs="*", default=[], help="then the CPU experts alone in N processes (several: each)"
     )
+    ap.add_argument("--repeat", type=int, default=1, help="--workers: the clips this many times over")
+    ap.add_argument("--context-out", type=Path, help="--workers: save what the passes need (pickle) here")
+    ap.add_argument(
+        "--context-in", type=Path, help="only the --workers passes, on a --context-out file (nothing else runs)"
+    )
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
+    if args.context_in:
+        if args.profile == "paper":
+            as_on_cuda()
+        scaling = scaling_passes(pickle.loads(args.context_in.read_bytes()), args.workers, args.repeat)
+        print(json.dumps(scaling, indent=1))
+        if args.out:
+            args.out.write_text(json.dumps({"cpu_experts_workers": scaling, "command": " ".join(sys.argv)}, indent=1))
+        return 0
     if args.profile == "paper":
         ns = argparse.Namespace(
             device="cpu",
@@ -470,6 +521,8 @@ def main(argv: list[str] | None = None) -> int:
             args.route == "truth",
             args.workers,
             args.device_batch,
+            args.repeat,
+            args.context_out,
         )
     result["command"] = " ".join(sys.argv)
     print(markdown(result))

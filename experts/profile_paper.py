@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.acoustics import RoomAcousticsExpert
     from earmark.experts.asr_check import HallucinationCheckExpert
-    from earmark.experts.diarize import ResemblyzerDiarizationExpert
     from earmark.experts.levels import LevelsExpert
     from earmark.experts.music import HPSSSeparationExpert
     from earmark.experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
@@ -46,7 +45,9 @@ def paper_experts(cfg: AnalyzeSection) -> list[Expert]:
         from earmark.experts.paper.diarize import PyannoteDiarizationExpert
 
         out.append(PyannoteDiarizationExpert(cfg.diarization_model, root, device=device))
-    else:
+    else:  # imported only here: its class reads the resemblyzer package's version, which a GPU image may lack
+        from earmark.experts.diarize import ResemblyzerDiarizationExpert
+
         out.append(ResemblyzerDiarizationExpert())
     attributes = {
         "gender": cfg.gender_model,

@@ -58,3 +58,39 @@ def test_a_pass_needs_each_workers_context_and_allocator_peak(workers, expected)
     }
     assert memory_needed(one, workers) == expected
     assert memory_needed({"experts": {}, "gpu_memory": None}, workers) is None  # no CUDA: nothing to check
+
+
+def test_scaling_repeats_clips_with_their_records(monkeypatch):
+    """`--repeat`: each clip and each of its records again under a new id, so N workers get more clips without
+    the slot experts (GPU work) running again; the truth follows the copies."""
+    from benchmarks import gpu_worker_cpu
+    from earmark.schemas.records import Clip, SpeechActivity
+
+    seen = {}
+    monkeypatch.setattr(gpu_worker_cpu, "cpu_workers", lambda *args: seen.setdefault("args", args) and {})
+    clip = Clip(
+        clip_id="c",
+        source_path="a.wav",
+        source_sha256="0" * 64,
+        source_format="wav",
+        clip_index=0,
+        offset_s=0.0,
+        duration_s=1.0,
+        sample_rate=16000,
+        audio_flac=b"",
+    )
+    level = SpeechActivity(
+        clip_id="c",
+        expert="vad",
+        backend="b",
+        expert_version="1",
+        segments=[],
+        speech_s=0.0,
+        speech_ratio=0.0,
+        max_prob=0.0,
+    )
+    gpu_worker_cpu.scaling_passes((None, {"c": "S00"}, [clip], {"vad": {"c": level}}, ["vad"]), [2], repeat=3)
+    _, truth, clips, context, names, workers = seen["args"]
+    assert [c.clip_id for c in clips] == ["c~0", "c~1", "c~2"] and workers == 2 and names == ["vad"]
+    assert {k: r.clip_id for k, r in context["vad"].items()} == {"c~0": "c~0", "c~1": "c~1", "c~2": "c~2"}
+    assert truth == {"c~0": "S00", "c~1": "S00", "c~2": "S00"}

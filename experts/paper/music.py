@@ -36,8 +36,8 @@ def _no_music(domain: DomainDecision) -> str | None:
 
 
 def _load_demucs(repo: str, name: str, device: str) -> Any:
-    """demucs 4.0.1 pickles the model class and a Fraction (its segment) into each checkpoint; torch >= 2.6 loads
-    only weights by default and refused them. These classes, and nothing else, are allowed while it loads."""
+    """demucs (4.0.1, 4.1.0) pickles the model class and a Fraction (its segment) into each checkpoint; torch >= 2.6
+    loads only weights by default and refused them. These classes, and nothing else, are allowed while it loads."""
     from fractions import Fraction
     from pathlib import Path
 

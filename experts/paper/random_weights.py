@@ -361,7 +361,7 @@ def pyannote_pipeline(
     return out
 
 
-# htdemucs' own dimensions (demucs 4.0.1 conf/config.yaml `htdemucs:`, which HTDemucs' defaults follow: 48
+# htdemucs' own dimensions (demucs 4.0.1's conf/config.yaml `htdemucs:`, which HTDemucs' defaults follow: 48
 # channels, depth 4, dconv_comp 8, a 5-layer, 8-head cross-domain transformer) and its training segment, 7.8 s
 HTDEMUCS = dict(channels=48, depth=4, dconv_comp=8, t_layers=5, t_heads=8, segment="39/5")
 _HTDEMUCS_TINY = dict(channels=8, depth=4, dconv_comp=2, t_layers=1, t_heads=2)
