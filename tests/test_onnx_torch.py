@@ -209,3 +209,26 @@ def test_unknown_op_is_refused_by_name(tmp_path: Path) -> None:
     path = _single_op_model(tmp_path, [helper.make_node("Tanh", ["x"], ["y"])], {"x": x}, {}, ["y"], 12)
     with pytest.raises(NotImplementedError, match=r"case\.onnx.*Tanh"):
         OnnxModule(path)
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("layout", [0, 1])
+@pytest.mark.parametrize("with_h", [False, True])
+def test_gru_with_linear_before_reset_runs_as_one_fused_call(direction, layout, with_h) -> None:
+    """PLCMOS' GRUs (linear_before_reset, no lengths, no clip) go through torch's fused GRU: the same outputs as
+    the step-by-step ONNX semantics (a clip that never binds forces that path), with a handful of ops instead
+    of several per time step (6,000-odd kernel launches per PLCMOS call on a GPU before)."""
+    from earmark.experts.onnx_torch import _gru, _Target
+
+    g = torch.Generator().manual_seed(0)
+    dirs, hidden, seq, batch, width = (2 if direction == "bidirectional" else 1), 5, 7, 3, 4
+    x = torch.randn((batch, seq, width) if layout else (seq, batch, width), generator=g)
+    W, R = torch.randn(dirs, 3 * hidden, width, generator=g), torch.randn(dirs, 3 * hidden, hidden, generator=g)
+    B = torch.randn(dirs, 6 * hidden, generator=g)
+    h = torch.randn((batch, dirs, hidden) if layout else (dirs, batch, hidden), generator=g) if with_h else None
+    attrs = {"direction": direction, "hidden_size": hidden, "linear_before_reset": 1, "layout": layout}
+    target = _Target(torch.device("cpu"), torch.float32)
+    fused = _gru([x, W, R, B, None, h], attrs, target)
+    stepped = _gru([x, W, R, B, None, h], {**attrs, "clip": 1e30}, target)
+    for a, b in zip(fused, stepped, strict=True):
+        assert a.shape == b.shape and torch.allclose(a, b, atol=1e-6), (a - b).abs().max()
