@@ -18,6 +18,7 @@ With `[run] task_runner = "dask"` the tasks (config, shard job) are pickled to D
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import threading
@@ -111,9 +112,11 @@ def cpu_threads(cfg: Config) -> int:
     return max(1, cores // concurrent)
 
 
+@functools.cache
 def _dask_processes_here() -> int:
     """Inside a worker of an external Dask scheduler: the worker processes on this worker's host (the
-    scheduler knows them; `dask worker --nworkers N` starts N); 1 outside a worker or when it cannot say."""
+    scheduler knows them; `dask worker --nworkers N` starts N); 1 outside a worker or when it cannot say.
+    Asked once per process: every shard task sizes its pools, and this is a call to the scheduler."""
     try:
         from distributed import get_worker
 
