@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from earmark.config import IngestSection
+from earmark.core.config import IngestSection
 from earmark.corpus.bad_input import MAX_FILE_S, write_bad_input_corpus
 from earmark.stages import ingest
 

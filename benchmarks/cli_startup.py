@@ -3,7 +3,7 @@ first stage, with and without a local Prefect server already running (docs/bench
 
     python benchmarks/cli_startup.py [--repeat 3] [--out results.json]
 
-Each measurement runs `python -m earmark.cli …` of the installed earmark in a fresh process, with no
+Each measurement runs `python -m earmark.cli.main …` of the installed earmark in a fresh process, with no
 PREFECT_API_URL (the command's own Prefect: before issue 34 a per-process ephemeral server, since then the
 per-user local server, here in a temporary home), and times it from the start of the process:
 - `bad-name`: `earmark build IN -d ..` until it exits (it must fail, naming the dataset name);
@@ -74,7 +74,7 @@ def _stop_local_server(home: Path) -> None:
 
 
 def measure(work: Path, repeat: int) -> list[dict]:
-    cli = [sys.executable, "-m", "earmark.cli"]
+    cli = [sys.executable, "-m", "earmark.cli.main"]
     inputs = _inputs(work / "in")
     data = ["--data-root", str(work / "data")]
     rows = []

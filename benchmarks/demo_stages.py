@@ -37,7 +37,7 @@ def main() -> None:
             [
                 sys.executable,
                 "-m",
-                "earmark.cli",
+                "earmark.cli.main",
                 "demo",
                 "--data-root",
                 str(args.data_root),

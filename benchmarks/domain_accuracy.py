@@ -24,7 +24,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from earmark.config import IngestSection
+from earmark.core.config import IngestSection
 from earmark.corpus import generate_corpus  # noqa: E402
 from earmark.experts.domain import HeuristicDomainExpert  # noqa: E402
 from earmark.experts.domain_probe import LearnedDomainExpert  # noqa: E402

@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from earmark.config import IngestSection  # noqa: E402
+from earmark.core.config import IngestSection  # noqa: E402
 from earmark.corpus import generate_corpus  # noqa: E402
 from earmark.stages.ingest import decode_clip, ingest_file  # noqa: E402
 

@@ -52,8 +52,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from earmark import threads  # noqa: E402
-from earmark.config import AnalyzeSection  # noqa: E402
+from earmark.core import threads  # noqa: E402
+from earmark.core.config import AnalyzeSection  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
 from earmark.experts.base import ClipAudio, Expert, gpu_sections  # noqa: E402
 from earmark.schemas.records import DomainDecision  # noqa: E402
@@ -164,7 +164,7 @@ def _reset_cuda_peak() -> None:
 def corpus_clips(per_domain: int, seed: int, workdir: Path) -> tuple[list[ClipAudio], dict[str, str]]:
     """The synthetic corpus (espeak-ng for its speech), ingested and decoded as the analyze stage sees it, and
     each clip's true MECAT domain code."""
-    from earmark.config import IngestSection
+    from earmark.core.config import IngestSection
     from earmark.corpus import generate_corpus
     from earmark.stages.ingest import decode_clip, ingest_file
 

@@ -62,8 +62,8 @@ if __name__ == "__main__":
     torch.set_num_interop_threads(1)
 
 from benchmarks.expert_throughput import TruthDomainExpert, gpu_slots, paper_config  # noqa: E402
-from earmark import threads  # noqa: E402
-from earmark.config import AnalyzeSection, IngestSection  # noqa: E402
+from earmark.core import threads  # noqa: E402
+from earmark.core.config import AnalyzeSection, IngestSection  # noqa: E402
 from earmark.experts import build_experts  # noqa: E402
 from earmark.stages import analyze, ingest  # noqa: E402
 from earmark.stages.base import ShardJob, run_job, stored  # noqa: E402

@@ -126,13 +126,13 @@ class Setup:
         }
 
     def build(self, root: Path) -> list[str]:
-        cmd = [sys.executable, "-m", "earmark.cli", "build", str(self.inputs), "-d", DATASET]
+        cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(self.inputs), "-d", DATASET]
         cmd += ["--data-root", str(root), "--files-per-shard", "3"]
         return cmd + ["--llm-endpoint", self.llm_url, "--llm-model", "fake-llm"]
 
     def evaluate(self, root: Path) -> list[str]:
         assert self.predictions is not None
-        cmd = [sys.executable, "-m", "earmark.cli", "evaluate", "-d", DATASET, "--data-root", str(root)]
+        cmd = [sys.executable, "-m", "earmark.cli.main", "evaluate", "-d", DATASET, "--data-root", str(root)]
         return cmd + ["-p", str(self.predictions), "--subtask", "long", "--model-name", "echo"]
 
 

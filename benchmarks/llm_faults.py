@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from earmark.config import LLMSection
+from earmark.core.config import LLMSection
 from earmark.llm import LLMEndpointError
 from earmark.llm.fake_server import FakeLLMServer, refused_url
 from earmark.llm.session import open_llm
@@ -108,7 +108,7 @@ def build_case(name: str, inputs: Path, root: Path, api_url: str, timeout_s: flo
             "EARMARK_INGEST__FILES_PER_SHARD": "1",
             "EARMARK_FILTER__MARGIN_BACKEND": "off",
         }
-        cmd = [sys.executable, "-m", "earmark.cli", "build", str(inputs), "--data-root", str(data), "-d", "bench"]
+        cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "--data-root", str(data), "-d", "bench"]
         cmd += ["--llm-endpoint", url, "--llm-model", "fake-llm"]
         t = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True)

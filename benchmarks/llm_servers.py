@@ -34,7 +34,7 @@ def main() -> None:
         if root.exists():
             shutil.rmtree(root)
         env = {**os.environ, "EARMARK_LLM__EMBEDDED_SERVERS": str(n)}
-        cmd = [sys.executable, "-m", "earmark.cli", "build", *map(str, args.inputs), "--data-root", str(root)]
+        cmd = [sys.executable, "-m", "earmark.cli.main", "build", *map(str, args.inputs), "--data-root", str(root)]
         subprocess.run([*cmd, "-d", "bench", "--until", "synthesize"], check=True, env=env, stdout=subprocess.DEVNULL)
         cat = Catalog(root, "bench")
         (stats_json,) = cat.query("SELECT stats_json FROM runs ORDER BY started_at DESC LIMIT 1")[0]

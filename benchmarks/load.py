@@ -125,7 +125,7 @@ def rates(root: Path, dataset: str) -> dict[str, list[int]]:
 
 
 def measure(name: str, inputs: Path, root: Path, until: str, env: dict[str, str], llm_url: str) -> dict:
-    cmd = [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", name, "--data-root", str(root)]
+    cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", name, "--data-root", str(root)]
     cmd += ["--until", until, "--llm-endpoint", llm_url, "--llm-model", "fake-llm"]
     root.mkdir(parents=True, exist_ok=True)
     log = root / f"{name}.log"

@@ -92,7 +92,7 @@ def run_once(
 ) -> dict[str, float]:
     from prefect import flow
 
-    from earmark.config import load_config
+    from earmark.core.config import load_config
     from earmark.flows.build import ingest_and_analyze
     from earmark.flows.common import open_catalog, run_tags, shared_runner, subflows_without_heartbeats
 

@@ -29,7 +29,7 @@ from collections import defaultdict
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from earmark.config import FilterSection  # noqa: E402
+from earmark.core.config import FilterSection  # noqa: E402
 from earmark.metrics.similarity import embed, load_sbert  # noqa: E402
 from earmark.prompts import load_phrases  # noqa: E402
 from earmark.schemas.evidence import ClipEvidence  # noqa: E402

@@ -23,7 +23,7 @@ os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
 
 import earmark.prompts as prompts_pkg  # noqa: E402
-from earmark.config import load_config  # noqa: E402
+from earmark.core.config import load_config  # noqa: E402
 from earmark.corpus import generate_corpus  # noqa: E402
 from earmark.flows.build import run_build  # noqa: E402
 from earmark.flows.rerun import run_rerun  # noqa: E402

@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from earmark.config import EvidenceSection, LLMSection, SynthesizeSection
+from earmark.core.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.llm.session import open_llm
 from earmark.schemas import ClipEvidence, from_table
 from earmark.stages import synthesis

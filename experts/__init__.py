@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Expert, load_once
 
 if TYPE_CHECKING:
-    from earmark.config import AnalyzeSection
+    from earmark.core.config import AnalyzeSection
 
 
 def build_experts(cfg: AnalyzeSection) -> dict[str, Expert]:

@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
+from earmark.core.threads import onnx_options
 from earmark.experts.audio import samples_16k, speech_only
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
 from earmark.schemas.records import RoomAcoustics, SpeechActivity
-from earmark.threads import onnx_options
 
 ENV_WIN, ENV_HOP = 256, 128  # 16 ms window, 8 ms hop for the decay envelope
 ENV_STEP_S = ENV_HOP / SAMPLE_RATE

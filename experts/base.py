@@ -1,6 +1,6 @@
 """What an expert is: a bundle that declares what it needs, loads once, and maps clips to records.
 
-After torchaudio's `pipelines`: loading (`earmark.once.load_once`) is separate from computing (`analyze`). The flow
+After torchaudio's `pipelines`: loading (`earmark.core.once.load_once`) is separate from computing (`analyze`). The flow
 layer asks an expert for its `key_config()` to build the shard key, so an expert whose backend, version or
 thresholds change recomputes its shards and nothing else.
 """
@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from earmark.once import load_once
+from earmark.core.once import load_once
 from earmark.schemas.records import ExpertRecord
 
 SAMPLE_RATE = 16_000

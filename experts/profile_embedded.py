@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from earmark.experts.base import Expert
 
 if TYPE_CHECKING:
-    from earmark.config import AnalyzeSection
+    from earmark.core.config import AnalyzeSection
 
 
 def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from earmark.core.threads import onnx_options
 from earmark.experts.audio import samples_16k, speech_only, speech_to_score
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
 from earmark.schemas.records import SpeechActivity, SpeechQuality
-from earmark.threads import onnx_options
 
 log = logging.getLogger(__name__)
 

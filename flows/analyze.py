@@ -14,7 +14,7 @@ from prefect import flow
 from prefect.futures import PrefectFuture
 from prefect.states import State
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.experts import build_experts
 from earmark.experts.base import Expert
 from earmark.flows.common import ShardStream, StageResult, clip_counts, collect, flow_options, mark_unregistered, submit

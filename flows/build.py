@@ -18,7 +18,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.task_runners import TaskRunner
 
-from earmark.config import Config, check_build
+from earmark.core.config import Config, check_build
 from earmark.flows.analyze import analyze_flow
 from earmark.flows.common import (
     ShardStream,
@@ -187,7 +187,7 @@ def ingest_and_analyze(
 
     # a copy of this thread's context: the sub-flow finds the build's flow run (its parent), tags and settings
     beside = threading.Thread(target=contextvars.copy_context().run, args=(analyze_beside,), name="analyze-flow")
-    beside.daemon = True  # an interrupted build does not wait for it (earmark.interrupts)
+    beside.daemon = True  # an interrupted build does not wait for it (earmark.core.interrupts)
     beside.start()
     t = time.perf_counter()
     try:

@@ -38,8 +38,8 @@ from prefect.futures import PrefectFuture, as_completed
 from prefect.states import State
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from earmark import progress, threads
-from earmark.config import Config
+from earmark.core import progress, threads
+from earmark.core.config import Config
 from earmark.experts.base import gpu_sections
 from earmark.llm import LLMEndpointError
 from earmark.stages.base import ShardJob, run_job
@@ -340,7 +340,7 @@ def collect(
     `<dataset>-<stage>-progress` moves as shards finish (at most once per second, and at 100 %), and a table
     artifact `<dataset>-<stage>-shards` lists every shard (status, seconds inside the stage function, GPU-seconds, rows per table written, for qc
     the items kept / rejected, and for a stage that asks an LLM (`llm`) its requests, cache hits and tokens)
-    once all are done. On the command line (earmark.progress): shards done / total per stage, and `items`
+    once all are done. On the command line (earmark.core.progress): shards done / total per stage, and `items`
     (per future, e.g. its clips, in `item_unit`) done per second. `stream`: each finished shard is also put
     there, for a downstream stage running beside this one."""
     if not futures:
@@ -418,7 +418,7 @@ def shard_table(cat: Catalog, refs: Sequence[ShardRef], gpu: Sequence[bool], llm
 
 def clip_counts(cfg: Config, keys: Sequence[str]) -> list[int]:
     """Clips in each of these clip shards (what a shard task's progress stands for); zeros when nobody
-    listens to progress (earmark.progress), so a plain run asks the catalog nothing more."""
+    listens to progress (earmark.core.progress), so a plain run asks the catalog nothing more."""
     if not progress.active() or not keys:
         return [0] * len(keys)
     rows = open_catalog(cfg).query(

@@ -21,7 +21,7 @@ from prefect.exceptions import ObjectNotFound
 from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.flows.common import GPU_LIMIT
 
 POOLS = {"cpu": "earmark-cpu", "gpu": "earmark-gpu"}

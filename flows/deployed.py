@@ -13,7 +13,7 @@ from typing import Any
 
 from prefect import flow
 
-from earmark.config import Config, load_config
+from earmark.core.config import Config, load_config
 from earmark.flows.build import build_flow
 from earmark.flows.common import flow_options, run_tags
 from earmark.flows.evaluate import evaluate_flow

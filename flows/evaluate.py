@@ -17,7 +17,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.flows.common import artifact_key, load_api_key, open_catalog, stage_task
 from earmark.llm.audio import run_model, write_predictions
 from earmark.llm.session import open_llm

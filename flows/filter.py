@@ -8,7 +8,7 @@ from functools import partial
 from prefect import flow
 from prefect.artifacts import create_table_artifact
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.flows.common import StageResult, artifact_key, clip_counts, collect, flow_options, open_catalog, submit
 from earmark.metrics.similarity import resolve_sbert, sentence_embedder
 from earmark.schemas import ITEM_TABLES

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from prefect import flow
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.flows.common import (
     ShardStream,
     StageResult,

@@ -50,7 +50,7 @@ from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Any
 
-from earmark.config import Config
+from earmark.core.config import Config
 
 READY_POLL_S = 0.1  # how often a command looks whether the server it waits for answers yet (a file read)
 LOG_TAIL = 3000

@@ -12,8 +12,8 @@ from functools import partial
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from earmark import progress
-from earmark.config import Config
+from earmark.core import progress
+from earmark.core.config import Config
 from earmark.flows.common import artifact_key, name_flow_run, open_catalog, stage_task, write_lease
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import publish

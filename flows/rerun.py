@@ -23,7 +23,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.flows.analyze import analyze_flow
 from earmark.flows.common import (
     artifact_key,

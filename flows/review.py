@@ -23,7 +23,7 @@ from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
 from pydantic import BaseModel
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.flows.common import artifact_key, open_catalog, stage_task, write_lease
 from earmark.flows.publish import publish_flow
 from earmark.stages import review

@@ -15,8 +15,8 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from earmark import progress
-from earmark.config import Config
+from earmark.core import progress
+from earmark.core.config import Config
 from earmark.flows.common import StageResult, clip_counts, collect, flow_options, load_api_key, open_catalog, submit
 from earmark.llm.session import LLMSession
 from earmark.stages import evidence, synthesis

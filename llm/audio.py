@@ -22,11 +22,11 @@ from pathlib import Path
 
 import soundfile as sf
 
-from earmark import progress
+from earmark.core import progress
 from earmark.llm.cache import ResponseCache, cache_key, write_atomic
 from earmark.llm.client import LLMClient, LLMEndpointError
 
-REQUESTS = ("evaluate", "model requests")  # earmark.progress (stage, unit)
+REQUESTS = ("evaluate", "model requests")  # earmark.core.progress (stage, unit)
 
 
 class ModelPredictions(dict):
@@ -107,7 +107,7 @@ def run_model(
     clips are held at once. `prompts` maps subtask → prompt (e.g. MECAT's caption prompts, from
     prompts/mecat_eval.toml), keyed by clip id. For per-item prompts (QA questions, entailment hypotheses, IFEval instructions) pass
     `requests`: clip_id → [(subtask, key, prompt), …]; `prompts` then only names the subtasks.
-    Each answered (or failed) request is reported to earmark.progress as `evaluate` / `model requests`;
+    Each answered (or failed) request is reported to earmark.core.progress as `evaluate` / `model requests`;
     `planned`: how many there are in all, when the caller knows (else they count up as clips are read).
     """
     prompts = dict(prompts)

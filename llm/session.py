@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from earmark.config import LLMSection
+from earmark.core.config import LLMSection
 from earmark.llm import LLMClient, LocalLLMServer, ResponseCache
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.once import load_once
+from earmark.core.once import load_once
 
 DEFAULT_SBERT = "all-MiniLM-L6-v2"
 PAPER_SBERT = "sentence-transformers/paraphrase-TinyBERT-L6-v2"

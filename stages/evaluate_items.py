@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from earmark import progress
+from earmark.core import progress
 from earmark.llm import LLMClient
 from earmark.llm.client import LLMEndpointError
 from earmark.metrics.entailment import LABELS, entailment_scores, parse_label
@@ -36,7 +36,7 @@ from earmark.stages.synthesis.replies import reply_schema
 from earmark.storage import Catalog
 
 ITEM_SUBTASKS = ("entailment", "ifeval")
-JUDGE_REQUESTS = ("evaluate", "judge requests")  # earmark.progress (stage, unit)
+JUDGE_REQUESTS = ("evaluate", "judge requests")  # earmark.core.progress (stage, unit)
 
 
 class ClassifyReply(BaseModel):

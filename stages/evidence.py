@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from earmark.config import EvidenceSection
+from earmark.core.config import EvidenceSection
 from earmark.schemas.evidence import ClipEvidence, Fact
 from earmark.schemas.records import Clip, LabelProb
 from earmark.stages import bands

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.prompts import load_phrases, request_sha
 from earmark.schemas import ITEM_TABLES
 from earmark.stages.audit import audit_items, duplicate_items, premise_rejections

@@ -19,7 +19,7 @@ import numpy as np
 import soundfile as sf
 import soxr
 
-from earmark.config import IngestSection
+from earmark.core.config import IngestSection
 from earmark.experts.base import SAMPLE_RATE, ClipAudio
 from earmark.schemas.records import Clip, QuarantineRow
 from earmark.stages.base import StageSpec

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from earmark.config import FilterSection
+from earmark.core.config import FilterSection
 from earmark.prompts import Phrases
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.outcomes import QCResult

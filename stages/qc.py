@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from earmark.config import FilterSection
+from earmark.core.config import FilterSection
 from earmark.metrics.ifeval import check_rule
 from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from earmark.config import FilterSection
+from earmark.core.config import FilterSection
 from earmark.schemas import ITEM_TABLES, TABLES, from_table
 from earmark.schemas.outcomes import QCResult, ReviewDecision
 from earmark.schemas.records import Record

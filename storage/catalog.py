@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.schemas import TABLES, arrow_schema
 from earmark.storage import lake
 from earmark.storage.lake import LakeLocation, S3Access

@@ -11,7 +11,7 @@ import json
 
 import duckdb
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.storage.catalog import Catalog, catalog_options
 
 _COPIED = ("runs", "shards", "manifest")

@@ -11,7 +11,7 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 import pytest  # noqa: E402
 
 # Commands the tests run without a Prefect API (`earmark build` in a subprocess) share one local Prefect server
-# (earmark/flows/local_server.py) for the session, in a folder of its own, never the user's; stopped at the end.
+# (flows/local_server.py) for the session, in a folder of its own, never the user's; stopped at the end.
 PREFECT_LOCAL_HOME = tempfile.mkdtemp(prefix="earmark-test-prefect-")
 os.environ["EARMARK_PREFECT__HOME"] = PREFECT_LOCAL_HOME
 

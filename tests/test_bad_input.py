@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import soundfile as sf
 
-from earmark.config import IngestSection, load_config
+from earmark.core.config import IngestSection, load_config
 from earmark.corpus.bad_input import MAX_FILE_S, write_bad_input_corpus
 from earmark.stages import ingest
 from earmark.storage import Catalog

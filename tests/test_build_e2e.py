@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import CatalogConnection
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 from earmark.corpus import generate_corpus
 from earmark.flows.build import run_build
 from earmark.flows.evaluate import evaluate_flow

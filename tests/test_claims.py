@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from earmark.config import SynthesizeSection
+from earmark.core.config import SynthesizeSection
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
 from earmark.stages.audit import audit_items, duplicate_items
 from earmark.stages.claims import audit, claim_verdict, entailment_label_check, extract
@@ -492,7 +492,7 @@ def test_an_instructions_format_rule_and_an_answers_brackets_are_not_claims():
 
 
 def test_a_copied_template_slot_is_rejected_and_an_inverted_quality_claim_is_read():
-    from earmark.config import FilterSection
+    from earmark.core.config import FilterSection
     from earmark.stages.qc import check_unfilled
 
     def triple(answer):
@@ -646,7 +646,7 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     people"). Without pitch groups (an attribute model's profiles) the diarized speakers' pitch medians check it."""
     from types import SimpleNamespace
 
-    from earmark.config import SynthesizeSection
+    from earmark.core.config import SynthesizeSection
     from earmark.schemas.records import (
         Diarization,
         DomainDecision,
@@ -750,7 +750,7 @@ def test_named_events_and_their_moments_are_claims_the_tagger_decides():
 
 
 def test_sound_captions_name_the_events_and_pass_the_audit():
-    from earmark.config import SynthesizeSection
+    from earmark.core.config import SynthesizeSection
     from earmark.prompts import load_phrases
     from earmark.stages.render import render
     from earmark.stages.synthesis.common import Synth

@@ -211,7 +211,7 @@ def test_builds_name_existing_targets_from_the_lock_files(cfg):
 
 def test_worker_environment_is_a_valid_earmark_config(cfg, monkeypatch):
     """The EARMARK_* variables the containers get are settings earmark knows (config rejects unknown ones)."""
-    from earmark.config import Config, RunSection
+    from earmark.core.config import Config, RunSection
 
     if "catalog" not in Config.model_fields or "dask_address" not in RunSection.model_fields:
         pytest.skip("needs the catalog (DuckLake on PostgreSQL) and Dask run settings")

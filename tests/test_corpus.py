@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.config import IngestSection
+from earmark.core.config import IngestSection
 from earmark.corpus import CorpusItem, generate_corpus, load_manifest
 from earmark.schemas.records import DOMAIN_CODES
 from earmark.stages.ingest import ingest_file

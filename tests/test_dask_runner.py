@@ -13,7 +13,7 @@ import cloudpickle
 import pytest
 from conftest import CatalogConnection
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 from earmark.llm.fake_server import FakeLLMServer
 
 # columns that legitimately differ between two builds into two data roots (none in the expert tables)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def test_deploy_plan_sends_gpu_flows_to_the_gpu_pool_and_schedules_the_build(tmp
 def test_deploy_dry_run_prints_the_deployments_and_needs_no_server(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_API_URL": "http://127.0.0.1:9/api"}  # nothing there
     out = subprocess.run(
-        [sys.executable, "-m", "earmark.cli", "deploy", str(tmp_path), "-d", "dry", "--data-root", str(tmp_path)]
+        [sys.executable, "-m", "earmark.cli.main", "deploy", str(tmp_path), "-d", "dry", "--data-root", str(tmp_path)]
         + ["--cron", "0 3 * * *", "--llm-endpoint", "http://gpu-box:8000/v1", "--dry-run"],
         env=env,
         capture_output=True,
@@ -84,7 +84,7 @@ def test_earmark_server_on_another_port_serves_a_ui_that_calls_that_port(tmp_pat
 
     for attempt in range(3):  # a port found free can be taken by another process before the server binds it
         port = _free_port()
-        cmd = [sys.executable, "-m", "earmark.cli", "server", "--port", str(port), "--data-root", str(tmp_path)]
+        cmd = [sys.executable, "-m", "earmark.cli.main", "server", "--port", str(port), "--data-root", str(tmp_path)]
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         env.pop("PREFECT_API_URL", None)
         proc = subprocess.Popen(
@@ -143,7 +143,7 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
     logs.mkdir()
     procs: list[subprocess.Popen] = []
     try:
-        from earmark.commands import wait_healthy
+        from earmark.cli.commands import wait_healthy
 
         for _ in range(3):  # a port found free may be taken by another process before the server binds it
             port = _free_port()
@@ -165,7 +165,7 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
             raise AssertionError((logs / "server.log").read_text(errors="replace")[-3000:])
         client_env = {**base, "PREFECT_HOME": str(tmp_path / "prefect-client"), "PREFECT_API_URL": url}
         deploy = subprocess.run(
-            [sys.executable, "-m", "earmark.cli", "deploy", str(tmp_path / "inputs"), "-d", "sched"]
+            [sys.executable, "-m", "earmark.cli.main", "deploy", str(tmp_path / "inputs"), "-d", "sched"]
             + ["--data-root", str(data), "--until", "analyze", "--cron", "0 3 * * *", "--timezone", "UTC"],
             env=client_env,
             cwd=tmp_path,
@@ -224,7 +224,7 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
 
     def sql(query: str) -> list[str]:
         out = subprocess.run(
-            [sys.executable, "-m", "earmark.cli", "sql", "-d", "sched", "--data-root", str(data), query],
+            [sys.executable, "-m", "earmark.cli.main", "sql", "-d", "sched", "--data-root", str(data), query],
             env=client_env,
             capture_output=True,
             text=True,

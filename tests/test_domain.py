@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from earmark.config import IngestSection
+from earmark.core.config import IngestSection
 from earmark.corpus import generate_corpus
 from earmark.experts.base import SAMPLE_RATE, ClipAudio
 from earmark.experts.domain import THRESHOLDS, HeuristicDomainExpert

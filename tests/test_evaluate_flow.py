@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 from earmark.flows.evaluate import evaluate_flow
 from earmark.flows.publish import publish_flow
 from earmark.schemas import Caption, Clip, EntailmentHypothesis, InstructionTriple, QAPair, QCResult, to_table

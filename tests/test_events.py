@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from earmark.config import AnalyzeSection, IngestSection
+from earmark.core.config import AnalyzeSection, IngestSection
 from earmark.corpus import generate_corpus
 from earmark.experts.base import ClipAudio, MissingContext
 from earmark.experts.probe.events import (

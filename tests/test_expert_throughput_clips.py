@@ -58,6 +58,6 @@ def test_no_embedded_expert_holds_the_gpu_slot():
     """`--host-share` marks the experts that would hold the `gpu` slot on a CUDA worker: none of the embedded
     profile's (the paper profile's DNSMOS and music rules are tested with those experts)."""
     from benchmarks.expert_throughput import gpu_slots
-    from earmark.config import AnalyzeSection
+    from earmark.core.config import AnalyzeSection
 
     assert gpu_slots(AnalyzeSection()) == set()

@@ -11,7 +11,7 @@ import soundfile as sf
 import soxr
 from scipy import signal
 
-from earmark.config import AnalyzeSection
+from earmark.core.config import AnalyzeSection
 from earmark.experts import build_experts
 from earmark.experts.acoustics import RoomAcousticsExpert, bandwidth_hz, reverb_estimates
 from earmark.experts.asr import WhisperASRExpert

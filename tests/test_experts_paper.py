@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from earmark.config import AnalyzeSection
+from earmark.core.config import AnalyzeSection
 from earmark.experts import build_experts
 from earmark.experts.base import ClipAudio
 from earmark.experts.models import MissingPackage, MissingWeights, model_path, require_weights

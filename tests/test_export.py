@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.cli import main
+from earmark.cli.main import main
 from earmark.schemas import (
     Caption,
     Clip,

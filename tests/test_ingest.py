@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from earmark.config import IngestSection
+from earmark.core.config import IngestSection
 from earmark.stages.ingest import decode_clip, discover, ingest_files
 
 CFG = IngestSection()

@@ -214,13 +214,13 @@ def test_a_build_with_its_lake_on_s3(tmp_path: Path, s3_endpoint):
         "EARMARK_INGEST__MAX_CLIPS_PER_SOURCE": "0",  # all 12 pieces of the one file (the default keeps 8)
     }
     data = tmp_path / "data"
-    cmd = [sys.executable, "-m", "earmark.cli", "build", str(_recording(tmp_path / "in")), "-d", "onS3"]
+    cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(_recording(tmp_path / "in")), "-d", "onS3"]
     cmd += ["--data-root", str(data), "--until", "analyze", "--experts", "levels"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "version v0001" in out.stdout
 
-    sql = [sys.executable, "-m", "earmark.cli", "sql", "-d", "onS3", "--data-root", str(data)]
+    sql = [sys.executable, "-m", "earmark.cli.main", "sql", "-d", "onS3", "--data-root", str(data)]
     rows = subprocess.run(sql + ["SELECT count(*) FROM clips"], env=env, capture_output=True, text=True, timeout=120)
     assert rows.returncode == 0 and rows.stdout.splitlines()[-1] == "12", rows.stderr[-2000:]
     objects = _objects(client, "builds/onS3/")

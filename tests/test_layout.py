@@ -1,21 +1,66 @@
-"""The folders install as one `earmark.*` namespace: the bare folder names are not importable packages."""
+"""One namespace, one mechanism: the repository root is the `earmark` package directory.
+
+A path relative to the root is the module path, the wheel holds exactly the root's packages (and nothing of
+tests/, benchmarks/, training/, docker/), and the bare folder names are not importable packages.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOT_SHIPPED = ("tests", "benchmarks", "training", "docker", "docs", "data", "requirements")
 
 
 def _python(code: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
+def _root_packages() -> set[str]:
+    """Every folder under the root reachable through folders with an __init__.py, as a module name."""
+    found, todo = set(), [ROOT]
+    while todo:
+        folder = todo.pop()
+        found.add(".".join(("earmark", *folder.relative_to(ROOT).parts)))
+        todo += [d for d in folder.iterdir() if d.is_dir() and (d / "__init__.py").is_file()]
+    return found
+
+
+def test_the_packages_listed_are_the_roots_packages():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert config["package-dir"] == {"earmark": "."}
+    assert set(config["packages"]) == _root_packages()
+    assert not any((ROOT / name / "__init__.py").exists() for name in NOT_SHIPPED)
+
+
+def test_a_regular_install_holds_the_tree_at_the_same_paths(tmp_path):
+    """What users install is the tree import-linter and the tests read: every module at its root-relative path."""
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-compile",
+         "--target", str(tmp_path), str(ROOT)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    installed = {p.relative_to(tmp_path / "earmark") for p in (tmp_path / "earmark").rglob("*.py")}
+    in_repo = {
+        p.relative_to(ROOT)
+        for package in _root_packages()
+        for p in (ROOT.joinpath(*package.split(".")[1:])).glob("*.py")
+    }
+    assert installed == in_repo
+    assert (tmp_path / "earmark" / "cli" / "view" / "page.html").is_file()
+    assert not any((tmp_path / "earmark" / name).exists() for name in NOT_SHIPPED)
+
+
 def test_only_the_earmark_namespace_is_installed(tmp_path):
-    for bare in ("flows", "schemas", "storage", "metrics", "experts", "prompts", "stages", "llm"):
+    for bare in ("flows", "schemas", "storage", "metrics", "experts", "prompts", "stages", "llm", "core", "cli"):
         got = _python(f"import {bare}", tmp_path)
         assert got.returncode != 0 and "No module named" in got.stderr, bare
     got = _python(
-        "import earmark.flows, earmark.stages.base, earmark.experts, earmark.prompts, earmark.llm; "
+        "import earmark.flows, earmark.stages.base, earmark.experts, earmark.prompts, earmark.llm, earmark.core.config; "
         "print(earmark.prompts.PROMPT_DIR.is_dir())",
         tmp_path,
     )
@@ -25,7 +70,7 @@ def test_only_the_earmark_namespace_is_installed(tmp_path):
 def test_prefect_is_imported_only_by_the_flows():
     got = _python(
         "import sys, earmark.stages.synthesis, earmark.stages.filter, earmark.stages.evaluation, "
-        "earmark.commands; print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')[:3])",
+        "earmark.cli.commands; print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')[:3])",
         None,
     )
     assert got.returncode == 0 and got.stdout.strip() == "[]", got.stdout + got.stderr

@@ -175,7 +175,7 @@ def _clips(folder: Path, n: int = 2) -> Path:
 
 def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_duplicated(tmp_path):
     inputs = _clips(tmp_path / "in")
-    cmd = [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", "busy"]
+    cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", "busy"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze"]
     first = subprocess.Popen(
         cmd, env=_env(PREFECT_LOGGING_LEVEL="INFO"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -206,7 +206,7 @@ def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_dupli
 @pytest.mark.parametrize("sig", [signal.SIGINT])
 def test_ctrl_c_stops_a_build_leaving_a_state_the_same_command_resumes(tmp_path, sig):
     inputs = _clips(tmp_path / "in", n=3)
-    cmd = [sys.executable, "-m", "earmark.cli", "build", str(inputs), "-d", "stop"]
+    cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", "stop"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze", "--files-per-shard", "1"]
     proc = subprocess.Popen(
         cmd,

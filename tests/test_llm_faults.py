@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from earmark.config import LLMSection, SynthesizeSection, load_config
+from earmark.core.config import LLMSection, SynthesizeSection, load_config
 from earmark.llm import CircuitOpenError, LLMClient, LLMEndpointError, ResponseCache, shard_budget
 from earmark.llm.fake_server import FakeLLMServer, minimal_instance, refused_url
 from earmark.llm.session import open_llm, preflight

@@ -1,4 +1,4 @@
-"""Prefect for the CLI (earmark/flows/local_server.py): one local server per user, started on first use under a
+"""Prefect for the CLI (flows/local_server.py): one local server per user, started on first use under a
 lock, reused, gone once idle after its last command exits — `kill -9` included; and the checks that need no
 Prefect come before it."""
 
@@ -126,7 +126,7 @@ def _tagged(tag: str) -> list[psutil.Process]:
 def test_no_prefect_server_outlives_a_killed_build_by_more_than_its_idle_time(tmp_path):
     """Before: the build's own ephemeral uvicorn server lived on with PPID 1 after kill -9 of the build."""
     tag = uuid.uuid4().hex
-    cmd = [sys.executable, "-m", "earmark.cli", "build", str(_clips(tmp_path / "in")), "-d", "killed"]
+    cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(_clips(tmp_path / "in")), "-d", "killed"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze", "--experts", "levels"]
     env = _env(tmp_path / "prefect", EARMARK_TEST_TAG=tag, EARMARK_PREFECT__IDLE_MINUTES="0.025")
     build = subprocess.Popen(
@@ -149,7 +149,7 @@ def test_no_prefect_server_outlives_a_killed_build_by_more_than_its_idle_time(tm
 
 def _prefect_imported(args: list[str], tmp_path: Path) -> tuple[int, bool, str]:
     code = (
-        "import sys; from earmark.cli import main; rc = main(sys.argv[1:]); "
+        "import sys; from earmark.cli.main import main; rc = main(sys.argv[1:]); "
         "print(rc, 'prefect' in sys.modules, file=sys.stderr)"
     )
     env = _env(tmp_path / "prefect")

@@ -37,7 +37,7 @@ def test_new_files_form_new_shards_and_old_ones_stay_put(tmp_path):
 
 @pytest.mark.slow
 def test_adding_one_file_to_a_built_corpus_computes_only_its_shards(tmp_path, prefect_harness):
-    from earmark.config import load_config
+    from earmark.core.config import load_config
     from earmark.corpus import generate_corpus
     from earmark.flows.build import run_build
     from earmark.storage import Catalog

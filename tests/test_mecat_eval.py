@@ -263,7 +263,7 @@ def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
 
 
 def test_mecat_score_cli_writes_per_sample_details(tmp_path, capsys):
-    from earmark.cli import main
+    from earmark.cli.main import main
 
     refs = {
         "c1": ["a dog barks twice", "a dog is barking", "barking of a dog"],

@@ -137,7 +137,7 @@ def test_music_expert_writes_valid_tag_records() -> None:
 
 
 def test_only_tags_at_the_bar_reach_the_evidence() -> None:
-    from earmark.config import EvidenceSection
+    from earmark.core.config import EvidenceSection
     from earmark.stages.evidence import build_evidence
 
     mus = MusicAnalysis(

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 
 # With the pipeline on, the last ingest shard's stage function waits until an analysis has started (on another clip
 # shard) — an event, not a sleep racing the scheduler on a busy machine; this long only if none ever starts.

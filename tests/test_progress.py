@@ -10,7 +10,7 @@ from io import StringIO
 import pytest
 from rich.console import Console
 
-from earmark import progress
+from earmark.core import progress
 
 
 class Clock:
@@ -104,7 +104,7 @@ def test_synthesis_reports_each_request_against_an_exact_total(item, replies):
     requests the endpoint got."""
     from test_synthesis_units import _ev
 
-    from earmark.config import load_config
+    from earmark.core.config import load_config
     from earmark.llm import LLMClient
     from earmark.llm.fake_server import FakeLLMServer
     from earmark.stages import synthesis

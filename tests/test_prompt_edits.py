@@ -13,7 +13,7 @@ import shutil
 
 import pytest
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 from earmark.corpus import generate_corpus
 from earmark.flows.build import run_build
 from earmark.prompts import PROMPT_DIR, prompt_files

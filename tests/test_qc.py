@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from earmark.config import FilterSection
+from earmark.core.config import FilterSection
 from earmark.experts.models import MissingWeights
 from earmark.prompts import load_phrases
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from test_qc import _evidence
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.review import review_flow, review_import_flow
@@ -397,7 +397,7 @@ def test_stale_decisions_are_not_applied_and_latest_wins():
 
 
 def test_cli_review_export_and_import(built, tmp_path, capsys):
-    from earmark.cli import main
+    from earmark.cli.main import main
 
     cfg, cat, _, _ = built
     common = ["--data-root", str(cfg.data_root), "-d", cfg.dataset]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from test_synthesis_units import _ev
 
-from earmark.config import SynthesizeSection, load_config
+from earmark.core.config import SynthesizeSection, load_config
 from earmark.metrics.ifeval import check_rule
 from earmark.schemas.records import QA_CATEGORIES
 from earmark.stages.audit import audit_items

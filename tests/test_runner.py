@@ -212,7 +212,7 @@ def test_write_predictions_round_trips_through_mecat_format(fresh, tmp_path):
 def test_each_model_request_is_reported_to_the_progress_display(fresh, tmp_path):
     from test_progress import Recorder
 
-    from earmark import progress
+    from earmark.core import progress
 
     rec = Recorder()
     with progress.reporting(rec):  # the caller knows the total; requests count as they return, failed ones too

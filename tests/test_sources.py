@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.config import FilterSection, IngestSection, load_config
+from earmark.core.config import FilterSection, IngestSection, load_config
 from earmark.schemas import Caption, EntailmentHypothesis, QCResult
 from earmark.stages.base import Inputs
 from earmark.stages.filter import run_duplicates
@@ -189,7 +189,7 @@ def test_filter_settings_have_their_documented_defaults():
 
 
 def test_the_build_prints_what_it_dropped_from_a_long_silent_file(tmp_path, prefect_harness, capsys):
-    from earmark.cli import main
+    from earmark.cli.main import main
 
     inputs = tmp_path / "in"
     inputs.mkdir()

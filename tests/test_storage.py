@@ -136,7 +136,7 @@ def test_bad_dataset_name_is_refused(tmp_path: Path):
 def test_migrate_moves_a_pre_ducklake_catalog(tmp_path: Path):
     """A dataset built before DuckLake (catalog.duckdb) is refused with the fix named, then migrated: same
     versions, same rows."""
-    from earmark.cli import main
+    from earmark.cli.main import main
     from earmark.storage import LegacyCatalogError
 
     root = tmp_path / "old"
@@ -204,7 +204,7 @@ def test_dataset_names_that_could_escape_or_confuse_are_refused(tmp_path: Path, 
 
 
 def test_reading_an_unknown_dataset_creates_nothing_and_lists_the_existing_ones(tmp_path: Path):
-    from earmark.cli import main
+    from earmark.cli.main import main
     from earmark.storage.catalog import DatasetNotFoundError
 
     Catalog(tmp_path, "real")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from earmark.config import LLMSection
+from earmark.core.config import LLMSection
 from earmark.llm.session import open_llm
 from earmark.metrics.ifeval import check_rule
 from earmark.prompts import load_prompt

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from earmark.config import ConfigError, FilterSection, SynthesizeSection, load_config
+from earmark.core.config import ConfigError, FilterSection, SynthesizeSection, load_config
 from earmark.prompts import load_phrases, load_prompt
 from earmark.schemas.records import QA_CATEGORIES, Caption, Rejection
 from earmark.stages.evaluate import PredictionError, load_predictions, prediction_files

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 
 
 @pytest.mark.parametrize(
@@ -47,7 +47,7 @@ def test_apply_sizes_every_pool_of_the_process():
     code = """
 import json, numpy, torch
 from threadpoolctl import threadpool_info
-from earmark import threads
+from earmark.core import threads
 threads.apply(1)
 opts = threads.onnx_options()
 print(json.dumps({
@@ -63,6 +63,6 @@ print(json.dumps({
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"torch": 1, "blas": [1], "omp_env": "1", "onnx": [1, 1], "cpu_threads": 1}
     with pytest.raises(ValueError, match=">= 1"):
-        from earmark import threads
+        from earmark.core import threads
 
         threads.apply(0)

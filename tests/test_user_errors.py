@@ -12,8 +12,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from earmark.cli import main
-from earmark.commands import sql_error
+from earmark.cli.commands import sql_error
+from earmark.cli.main import main
 from earmark.stages.evaluate import PredictionError, load_predictions, read_predictions
 from earmark.storage import Catalog
 
@@ -43,7 +43,7 @@ def test_earmark_sql_prints_one_error_line_not_a_traceback(tmp_path):
     Catalog(tmp_path, "ds")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     out = subprocess.run(
-        [sys.executable, "-m", "earmark.cli", "sql", "-d", "ds", "--data-root", str(tmp_path), "FROM nothere"],
+        [sys.executable, "-m", "earmark.cli.main", "sql", "-d", "ds", "--data-root", str(tmp_path), "FROM nothere"],
         env=env,
         capture_output=True,
         text=True,
@@ -54,7 +54,7 @@ def test_earmark_sql_prints_one_error_line_not_a_traceback(tmp_path):
     assert out.stderr.startswith("earmark: error: SQL: Catalog Error: Table with name nothere does not exist")
 
     missing = subprocess.run(
-        [sys.executable, "-m", "earmark.cli", "sql", "-d", "typo", "--data-root", str(tmp_path), "FROM captions"],
+        [sys.executable, "-m", "earmark.cli.main", "sql", "-d", "typo", "--data-root", str(tmp_path), "FROM captions"],
         env=env,
         capture_output=True,
         text=True,
@@ -113,7 +113,7 @@ def test_mecat_score_warns_about_skipped_lines_and_strict_fails(tmp_path, capsys
 def test_the_api_key_comes_from_the_env_else_a_prefect_secret_block(prefect_harness, monkeypatch):
     from prefect.blocks.system import Secret
 
-    from earmark.config import load_config
+    from earmark.core.config import load_config
     from earmark.flows.common import load_api_key
     from earmark.llm.session import api_key
 
@@ -140,7 +140,7 @@ def test_the_api_key_comes_from_the_env_else_a_prefect_secret_block(prefect_harn
 
 
 def test_a_key_in_the_endpoint_url_is_refused_and_never_echoed():
-    from earmark.config import ConfigError, load_config
+    from earmark.core.config import ConfigError, load_config
     from earmark.llm.client import shown_url
 
     with pytest.raises(ConfigError) as err:

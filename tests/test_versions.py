@@ -8,7 +8,7 @@ import csv
 import pytest
 from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
-from earmark.cli import main
+from earmark.cli.main import main
 from earmark.flows.rerun import rerun_flow
 from earmark.flows.review import review_import_flow
 from earmark.stages import versions as vs

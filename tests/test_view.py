@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 import pytest
 from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
+from earmark.cli.view.server import ViewApp, make_server
 from earmark.flows.publish import publish_flow
 from earmark.schemas import Caption, to_table
 from earmark.stages.browse import VersionView
@@ -19,7 +20,6 @@ from earmark.stages.formats import kept_items
 from earmark.stages.plots import version_plots
 from earmark.stages.review import stored_decisions
 from earmark.storage import ShardMeta
-from earmark.view.server import ViewApp, make_server
 
 EVIL = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -193,7 +193,7 @@ def test_bad_requests_get_a_message_not_a_crash(served):
         make_server(ViewApp(*served[:2]), host="0.0.0.0")
 
 
-# --- forged requests: another page the reviewer has open, or a DNS-rebinding one (docs in earmark/view/server.py)
+# --- forged requests: another page the reviewer has open, or a DNS-rebinding one (docs in cli/view/server.py)
 
 
 def _raw(url: str, request: bytes, timeout: float = 30) -> tuple[int, bytes]:

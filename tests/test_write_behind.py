@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from earmark.config import load_config
+from earmark.core.config import load_config
 from earmark.storage.catalog import Catalog
 
 COMPUTE_S = 0.3

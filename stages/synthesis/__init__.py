@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
-from earmark import progress
-from earmark.config import EvidenceSection, LLMSection, SynthesizeSection
+from earmark.core import progress
+from earmark.core.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.llm import shard_budget
 from earmark.prompts import request_sha
 from earmark.schemas.evidence import ClipEvidence
@@ -125,7 +125,7 @@ class LLMProvider(Protocol):
 
 
 # ------------------------------------------------------------------------------------------- progress
-REQUESTS = ("synthesize", "LLM requests")  # earmark.progress (stage, unit) of synthesis requests
+REQUESTS = ("synthesize", "LLM requests")  # earmark.core.progress (stage, unit) of synthesis requests
 
 
 def max_requests(item: str, cfg: SynthesizeSection) -> int:
@@ -204,7 +204,7 @@ def run(
     preplanned: int = 0,
 ) -> dict[str, list[Any]]:
     """The stage function: every clip of the shard, as many clips at a time as the LLM serves requests; its
-    LLM requests share the deadline `[llm] shard_budget_s`. They are reported to earmark.progress as they
+    LLM requests share the deadline `[llm] shard_budget_s`. They are reported to earmark.core.progress as they
     return; `preplanned`: how many the flow already announced for this shard."""
     cfg = resolve_writers(cfg, llm_cfg.model)  # as the spec keyed it, whatever the client calls its model
     client = llm.client()

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from earmark.config import SynthesizeSection
+from earmark.core.config import SynthesizeSection
 from earmark.llm.models import EMBEDDED_MODELS
 from earmark.prompts import Phrases, Prompt, file_sha, load_phrases, load_prompt
 from earmark.schemas.evidence import ClipEvidence

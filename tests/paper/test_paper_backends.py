@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from earmark.config import AnalyzeSection, FilterSection
+from earmark.core.config import AnalyzeSection, FilterSection
 from earmark.experts import build_experts
 from earmark.experts.base import ClipAudio
 from earmark.experts.models import MissingWeights

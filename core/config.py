@@ -275,7 +275,7 @@ class PrefectSection(Section):
     """The local Prefect server the CLI uses when no Prefect API is configured (`PREFECT_API_URL` unset; with it,
     that server is used and these settings do nothing): one per user and installation, started by the first
     command that runs a flow, reused by later ones, and stopped once no command has used it for `idle_minutes`
-    (earmark/flows/local_server.py). `home`: its folder (database, log, locks); default
+    (flows/local_server.py). `home`: its folder (database, log, locks); default
     ~/.cache/earmark/prefect/<prefect version>-<installation>."""
 
     home: Path | None = None

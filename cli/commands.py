@@ -1,4 +1,4 @@
-"""What each `earmark` command does (the parser is earmark.cli)."""
+"""What each `earmark` command does (the parser is earmark.cli.main)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import duckdb
 
-from earmark.config import Config, load_config
+from earmark.core.config import Config, load_config
 
 
 def _config(args: argparse.Namespace, dataset_default: str, **extra: Any) -> Config:
@@ -103,9 +103,9 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
 
 
 def _bars(args: argparse.Namespace) -> Any:
-    """Progress bars on stderr for the command's stages (earmark.progress), unless --no-progress or stderr is
+    """Progress bars on stderr for the command's stages (earmark.core.progress), unless --no-progress or stderr is
     not a terminal."""
-    from earmark.progress import bars
+    from earmark.core.progress import bars
 
     return bars(enabled=not getattr(args, "no_progress", False))
 
@@ -136,7 +136,7 @@ def _prefect(cfg: Config, *flows: str) -> Any:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from earmark.config import check_build
+    from earmark.core.config import check_build
     from earmark.stages.ingest import discover
     from earmark.storage.catalog import check_dataset_name
 
@@ -533,7 +533,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     """Register the deployments of a dataset (build, stage flows, evaluate) on the Prefect server."""
-    from earmark.config import config_file
+    from earmark.core.config import config_file
     from earmark.flows.deploy import configured_api_url, deploy, plan_deployments
 
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs] if args.inputs else None)
@@ -679,10 +679,10 @@ def _versions_diff(dataset: str, diff: Any) -> str:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    """`earmark view`: serve a version's browser view on loopback until Ctrl-C (earmark.view.server)."""
+    """`earmark view`: serve a version's browser view on loopback until Ctrl-C (earmark.cli.view.server)."""
+    from earmark.cli.view.server import ViewApp, make_server
     from earmark.stages.versions import resolve_version
     from earmark.storage import open_catalog
-    from earmark.view.server import ViewApp, make_server
 
     cfg = _config(args, "default")
     cat = open_catalog(cfg, create=False)

@@ -40,7 +40,7 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from earmark.commands import (  # noqa: E402
+from earmark.cli.commands import (  # noqa: E402
     cmd_build,
     cmd_corpus,
     cmd_demo,
@@ -58,10 +58,10 @@ from earmark.commands import (  # noqa: E402
     cmd_view,
     cmd_worker,
 )
-from earmark.config import ConfigError  # noqa: E402
-from earmark.interrupts import EXIT_INTERRUPTED, interruptible  # noqa: E402
+from earmark.core.config import ConfigError  # noqa: E402
+from earmark.core.interrupts import EXIT_INTERRUPTED, interruptible  # noqa: E402
 
-# long-running commands: Ctrl-C / SIGTERM stop them within seconds, resumable (earmark.interrupts)
+# long-running commands: Ctrl-C / SIGTERM stop them within seconds, resumable (earmark.core.interrupts)
 INTERRUPTIBLE = (cmd_build, cmd_demo, cmd_rerun, cmd_evaluate, cmd_review, cmd_migrate)
 
 

@@ -39,7 +39,7 @@ from importlib.resources import files
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
-from earmark.config import Config
+from earmark.core.config import Config
 from earmark.stages.browse import VersionView
 from earmark.stages.plots import version_plots
 from earmark.storage import Catalog
@@ -161,7 +161,7 @@ def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> Threadi
 
 
 def _handler(app: ViewApp) -> type[BaseHTTPRequestHandler]:
-    template = files("earmark.view").joinpath("page.html").read_bytes()
+    template = files("earmark.cli.view").joinpath("page.html").read_bytes()
     assert TOKEN_SLOT in template, "page.html lost its token slot"
 
     class Handler(BaseHTTPRequestHandler):

@@ -1,0 +1,1 @@
+"""The browser view of a dataset version (`earmark view`): earmark.cli.view.server."""

@@ -1,1 +1,0 @@
-"""The browser view of a dataset version (`earmark view`): earmark.view.server."""
