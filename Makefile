@@ -100,7 +100,7 @@ test-paper: system-deps $(PSTAMP)
 lint: setup $(TSTAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	rm -rf build/lint-site
+	rm -rf build/lint-site build/lib build/bdist.*  # setuptools packs whatever build/lib holds, stale files too
 	$(BIN)/pip install -q --no-deps --no-build-isolation --no-compile --target build/lint-site . 2>/dev/null
 	PYTHONPATH=build/lint-site $(BIN)/lint-imports
 

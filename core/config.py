@@ -66,7 +66,7 @@ class AnalyzeSection(Section):
     batch_size: int = Field(16, ge=1, le=1024)  # clips (or 2 s windows for the tagger) per model call
     # The Hugging Face classifiers' forward pass (AudioSet tagger, speaker attributes, music tagger): fp32, or
     # bf16 / fp16 under torch autocast; the transformers Whisper backend's weights are cast to it. fp32 until
-    # benchmarks/paper_precision.py (benchmarks/asr_backends.py for Whisper), run on your weights and clips,
+    # benchmarks/experts/paper_precision.py (benchmarks/experts/asr_backends.py for Whisper), run on your weights and clips,
     # shows the lower precision keeps the labels (a different precision is a different shard key).
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     tagger_model: str = "mispeech/ced-base"  # or "MIT/ast-finetuned-audioset-10-10-0.4593"

@@ -3,7 +3,7 @@
 No audio-event tagger ships inside a PyPI wheel, so the offline default decides speech / music / sound
 presence with hand-made features and documented thresholds (backend "heuristic:dsp-v1"); a CED/AST
 tagger is the paper backend. Thresholds were set on the synthetic demo corpus (earmark.corpus, seed 0);
-benchmarks/domain_accuracy.py measures it (seed 0: 95%, held-out seeds 1 and 2: 91% and 95%, with sound
+benchmarks/quality/domain_accuracy.py measures it (seed 0: 95%, held-out seeds 1 and 2: 91% and 95%, with sound
 events under speech + music the weak spot). Expect less on real recordings.
 
 - speech: Silero's speech seconds (context["vad"]).

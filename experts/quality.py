@@ -110,7 +110,7 @@ def _mel_p808(device: Any) -> Any:
     """`p808_features` for a batch of windows as a torch module on `device`: the same STFT (n_fft 321, hop 160,
     periodic Hann, zero padding at both ends), librosa's 120-band Slaney mel basis, dB against each window's own
     maximum with librosa's floor (1e-10) and 80 dB range; within 1e-4 of librosa's (tests/test_experts_speech.py).
-    A module, so that profilers and benchmarks/gpu_worker_cpu.py see it as device work."""
+    A module, so that profilers and benchmarks/experts/gpu_worker_cpu.py see it as device work."""
     import librosa
     import torch
 

@@ -151,7 +151,7 @@ def ingest_and_analyze(
     (default) analyze's flow runs beside ingest's, in a thread of this process, and plans a clip shard's experts
     as soon as ingest has registered it: the workers never wait for ingest's last shard, its manifest update
     and the change of sub-flow (0.65 s of idle compute slot per 1,000 clips at 256 files per shard, measured,
-    benchmarks/overhead_breakdown.py). Their stage wall times (`timings`) then overlap. A failed ingest
+    benchmarks/pipeline/overhead_breakdown.py). Their stage wall times (`timings`) then overlap. A failed ingest
     fails the build once the shards it did write are analysed (they are kept for the next run)."""
     if not analyze or not cfg.run.pipeline:
         t = time.perf_counter()

@@ -190,7 +190,7 @@ def _worker_environ(cfg: Config) -> None:
     Dask's own default caps them at 1, and Whisper's and the domain probe's outputs depend on the thread count
     (float reduction order): the same shard would differ between runners. Dask's default
     MALLOC_TRIM_THRESHOLD_ (64 KiB) is dropped too: it made every stage function ~2× slower in the workers
-    (audio arrays are allocated and freed by the megabyte; measured, benchmarks/orchestration_overhead.py)."""
+    (audio arrays are allocated and freed by the megabyte; measured, benchmarks/pipeline/orchestration_overhead.py)."""
     import dask
     import distributed  # noqa: F401  (registers its config defaults, which are changed here)
 
@@ -220,7 +220,7 @@ def task_runner(cfg: Config, address: str | None = None) -> TaskRunner:
 def subflows_without_heartbeats() -> Iterator[None]:
     """Sub-flows started inside send no heartbeats of their own. Prefect 3.8.8 ends every flow run by joining
     its heartbeat thread, which sleeps in 1 s steps: each sub-flow took ~1.1 s longer than its work (measured,
-    benchmarks/orchestration_overhead.py). The parent run's heartbeats still report the process alive."""
+    benchmarks/pipeline/orchestration_overhead.py). The parent run's heartbeats still report the process alive."""
     from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
 
     with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
@@ -317,7 +317,7 @@ def submit(
     """Submit one shard job as a task run named after its stage and shard. The task run carries no tags (the
     flow runs do: dataset, profile, stage): Prefect checks a tagged task run against tag concurrency limits with
     one request to the server, cached for 5 s, and on a SQLite-backed server that request took ~2 s under a
-    build's load (benchmarks/overhead_breakdown.py: 8 s of 44 s idle at 1,000 clips). earmark's GPU guard is
+    build's load (benchmarks/pipeline/overhead_breakdown.py: 8 s of 44 s idle at 1,000 clips). earmark's GPU guard is
     the global limit `gpu`, not a tag limit."""
     options = {"task_run_name": job.task_name}
     if retries is not None:

@@ -2,7 +2,7 @@
 
 llama-cpp-python (0.3.x) puts the JSON grammar first in its sampler chain, so every generated token runs the
 grammar over the whole vocabulary (151,936 tokens for Qwen2.5): about 18 ms a token on one core, about a quarter
-of the time of a typical request (benchmarks/grammar_sampling.py). llama.cpp's own server samples the other way round, and so does `GrammarLastSampler`:
+of the time of a typical request (benchmarks/llm/grammar_sampling.py). llama.cpp's own server samples the other way round, and so does `GrammarLastSampler`:
 
 1. sample a token from the unconstrained chain (top-k, typical, top-p, min-p, temperature, dist);
 2. ask the grammar about that one token;

@@ -75,14 +75,14 @@ PHRASE_END = ".,;:!?"
 UNFINISHED = 0.5  # a last phrase without closing punctuation: perhaps cut by the clip's end, not a whole phrase
 # P(a phrase's words are right | its least sure word's probability), Whisper tiny.en: every phrase of the dev
 # benchmark against the best-matching run of the words said in its span (word times ±0.5 s), right at WER ≤ 0.2
-# (`benchmarks/devset_truth.py data/devbench --phrases`, 2026-11-26): least ≥ 0.95: 11 of 11 right, 0.8-0.95: 10 of
+# (`benchmarks/quality/devset_truth.py data/devbench --phrases`, 2026-11-26): least ≥ 0.95: 11 of 11 right, 0.8-0.95: 10 of
 # 13 (homophones of one-word utterances: "Sue" for "shoe", "Can't" for "cart"), 0.6-0.8: 6 of 10, below: 9 of 26.
 # (lower bound of the least probability, P right), the first that applies. On the untuned check and review builds
 # the phrases at ≥ 0.95 were right 12 of 13 times (docs/benchmarks.md, "Issue [1/4]").
 QUOTE_CALIBRATION = ((0.95, 0.95), (0.8, 0.77), (0.6, 0.6), (0.0, 0.35))
 # P(a voice's gender is right | the pitch group's median F0), the embedded pitch heuristic (`experts.speakers`),
 # measured on the pitch groups of five 48-clip real-audio builds (devbench, checkbench, review, fresh, fresh2;
-# clips whose voices all have one known gender; `benchmarks/devset_truth.py` and the truth's groups, 2026-11-27):
+# clips whose voices all have one known gender; `benchmarks/quality/devset_truth.py` and the truth's groups, 2026-11-27):
 # below 150 Hz 32 of 32 were men; 150-200 Hz 10 men and 6 women; 200-230 Hz 8 women and 2 men; above 230 Hz 8 women
 # and 4 men (game voice acting: high cartoon men; pitch groups of a sung or played lead). Only "male" below 150 Hz
 # is right often enough to state; every other gender falls under the evidence bar. A paper backend's
@@ -181,7 +181,7 @@ def _blind_estimate_confidence(name: str, value: float | None, facts: Sequence[F
     clip's quietest tenth) as the noise floor, the RT60 the decays after speech offsets. Music, sound events
     or a quiet passage there read as noise or as a dry room. A high SNR is evidence of a clean recording
     whatever the content; otherwise the estimate is a fact only on speech alone. Measured on the 2026-11-24
-    dev build against the mixes' room-tone levels and drawn RT60s (benchmarks/room_truth.py): 7 of 10
+    dev build against the mixes' room-tone levels and drawn RT60s (benchmarks/quality/room_truth.py): 7 of 10
     "noisy" verdicts on clips with music or events were wrong, none shown right; "dry" was wrong on the 4
     strongly reverberant clips with music or events (true RT60 0.43-0.89 s, estimated 0.27-0.32 s) and within
     0.05 s on the 4 reverberated clips with speech."""

@@ -3,7 +3,7 @@ library (they render in a browser, on the Hub and in any Markdown viewer).
 
 - clips per domain;
 - caption length per caption kind, earmark's kept references against MECAT's test references (word-count
-  shares; MECAT's histograms come from `benchmarks/mecat_caption_lengths.py`, shipped as data);
+  shares; MECAT's histograms come from `benchmarks/quality/mecat_caption_lengths.py`, shipped as data);
 - QC rejections per check;
 - claim-audit verdicts per item table.
 """

@@ -1,7 +1,7 @@
 """Issue 14: bad input is quarantined with a reason a user can act on, never a crash; paths stay inside their
 roots; an API key never reaches a file, the catalog or Prefect.
 
-The corpus (earmark.corpus.bad_input) is generated in tmp_path: empty, truncated and corrupt files, NaN/inf
+The corpus (support.bad_input) is generated in tmp_path: empty, truncated and corrupt files, NaN/inf
 samples, a 0 Hz header, text and random bytes named as audio, symlink loops, a link out of the allowed roots,
 a FIFO, a socket, a file over max_file_s — next to good but unusual files (8 kHz, 192 kHz, 8 channels,
 unicode / spaces / quotes in names).
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
+from support.bad_input import MAX_FILE_S, write_bad_input_corpus
 
 from earmark.core.config import IngestSection, load_config
-from earmark.corpus.bad_input import MAX_FILE_S, write_bad_input_corpus
 from earmark.stages import ingest
 from earmark.storage import Catalog
 from earmark.storage.paths import inside, plain_name, version_name

@@ -594,7 +594,7 @@ def test_a_quote_is_a_whole_phrase_heard_with_confidence():
         "we had nothing before us.",
     ]
     assert quote_of(View(ev, 0.6)) == "we had nothing before us"  # the two phrases before it have unsure words
-    # every word at 0.9 is not enough: Whisper tiny.en's phrases at 0.8-0.95 were right 10 of 14 times on the dev set
+    # every word at 0.9 is not enough: Whisper tiny.en's phrases at 0.8-0.95 were right 10 of 13 times on the dev set
     unsure = _speech_evidence([(w, 0.9) for w, _ in words[11:]])
     assert quote_of(View(unsure, 0.6)) is None
     # a sure phrase, then a sure one the clip's end cut short ("it was the winter of"): only the whole one

@@ -18,8 +18,6 @@ import pytest
 
 from earmark.core.config import load_config
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 # ------------------------------------------------------------------------------------------ the plan
 def test_deploy_plan_sends_gpu_flows_to_the_gpu_pool_and_schedules_the_build(tmp_path):
@@ -44,7 +42,7 @@ def test_deploy_plan_sends_gpu_flows_to_the_gpu_pool_and_schedules_the_build(tmp
 
 
 def test_deploy_dry_run_prints_the_deployments_and_needs_no_server(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PREFECT_API_URL": "http://127.0.0.1:9/api"}  # nothing there
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}  # nothing there
     out = subprocess.run(
         [sys.executable, "-m", "earmark.cli.main", "deploy", str(tmp_path), "-d", "dry", "--data-root", str(tmp_path)]
         + ["--cron", "0 3 * * *", "--llm-endpoint", "http://gpu-box:8000/v1", "--dry-run"],
@@ -85,7 +83,7 @@ def test_earmark_server_on_another_port_serves_a_ui_that_calls_that_port(tmp_pat
     for attempt in range(3):  # a port found free can be taken by another process before the server binds it
         port = _free_port()
         cmd = [sys.executable, "-m", "earmark.cli.main", "server", "--port", str(port), "--data-root", str(tmp_path)]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ}
         env.pop("PREFECT_API_URL", None)
         proc = subprocess.Popen(
             [*cmd, "--prefect-home", str(tmp_path / f"home{attempt}")],
@@ -130,7 +128,6 @@ def test_a_deployed_build_runs_on_a_process_worker(tmp_path):
     data = tmp_path / "data"
     base = {
         **os.environ,
-        "PYTHONPATH": str(REPO),
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "DO_NOT_TRACK": "1",
         "HF_HUB_OFFLINE": "1",

@@ -7,8 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-
-from benchmarks.devset import DOMAINS, SR, Sources, make_clip
+from support.devset import DOMAINS, SR, Sources, make_clip
 
 
 def _tone(f0: float, seconds: float) -> np.ndarray:

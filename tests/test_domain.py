@@ -50,7 +50,7 @@ def test_single_content_domains_are_recognised(tagged) -> None:
 
 
 def test_speech_and_music_presence_is_right_in_every_mixture(tagged) -> None:
-    # Sound events under speech are the hard case (see benchmarks/domain_accuracy.py); speech and music
+    # Sound events under speech are the hard case (see benchmarks/quality/domain_accuracy.py); speech and music
     # presence must hold for every domain.
     for name, true, d in tagged:
         assert domain_flags(d.domain)[:2] == domain_flags(true)[:2], (name, d.domain)

@@ -1,12 +1,12 @@
-"""benchmarks/expert_throughput.py's carried clips (`--save-clips` / `--clips`) and `--route truth`: the clips
+"""benchmarks/experts/expert_throughput.py's carried clips (`--save-clips` / `--clips`) and `--route truth`: the clips
 a GPU machine without espeak-ng or DuckDB runs on are the ones generated here, and routing by the corpus'
 true domains sends each clip where its domain says."""
 
 from __future__ import annotations
 
 import numpy as np
+from support.throughput import TruthDomainExpert, corpus_clips, load_clips, save_clips, warmup_clips
 
-from benchmarks.expert_throughput import TruthDomainExpert, corpus_clips, load_clips, save_clips, warmup_clips
 from earmark.corpus import DOMAIN_CODES
 
 
@@ -31,8 +31,7 @@ def test_model_clock_times_outermost_forwards_only():
     import time
 
     import torch
-
-    from benchmarks.expert_throughput import ModelClock
+    from support.throughput import ModelClock
 
     class Slow(torch.nn.Module):
         def forward(self, x):
@@ -57,7 +56,8 @@ def test_model_clock_times_outermost_forwards_only():
 def test_no_embedded_expert_holds_the_gpu_slot():
     """`--host-share` marks the experts that would hold the `gpu` slot on a CUDA worker: none of the embedded
     profile's (the paper profile's DNSMOS and music rules are tested with those experts)."""
-    from benchmarks.expert_throughput import gpu_slots
+    from support.throughput import gpu_slots
+
     from earmark.core.config import AnalyzeSection
 
     assert gpu_slots(AnalyzeSection()) == set()

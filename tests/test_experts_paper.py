@@ -18,12 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support import random_weights as rw
 
 from earmark.core.config import AnalyzeSection
 from earmark.experts import build_experts
 from earmark.experts.base import ClipAudio
 from earmark.experts.models import MissingPackage, MissingWeights, model_path, require_weights
-from earmark.experts.paper import random_weights as rw
 from earmark.experts.paper.audioset import MUSIC_LABELS, SPEECH_LABELS, category
 from earmark.experts.paper.diarize import PyannoteDiarizationExpert, annotation_tracks, turns_to_record
 from earmark.experts.paper.tagger import AudioSetTagsExpert, TaggerDomainExpert
@@ -310,11 +310,11 @@ def test_transformers_whisper_on_tiny_en_agrees_with_faster_whisper(tmp_path):
     import soundfile as sf
     import soxr
     from faster_whisper import WhisperModel
+    from support.whisper_export import ct2_to_transformers
 
     from earmark.experts.asr import whisper_model_dir
     from earmark.experts.paper.asr import transcribe_batch as ct2_batch
     from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
-    from earmark.experts.paper.whisper_export import ct2_to_transformers
 
     ct2_to_transformers(whisper_model_dir(), tmp_path / "models/openai/whisper-tiny.en")
     sentences = [
@@ -490,7 +490,7 @@ def test_nisqa_scores_five_dimensions_batched(tmp_path):
         with pytest.raises(MissingPackage, match="'torchmetrics'"):
             NISQAExpert("nisqa.tar", tmp_path)
         return
-    from earmark.experts.paper.nisqa import random_checkpoint
+    from support.nisqa_checkpoint import random_checkpoint
 
     random_checkpoint(tmp_path / "nisqa.tar")
     clips = [noise_clip("a", 3.0), noise_clip("b", 10.0, 1), noise_clip("c", 1.5, 2), noise_clip("d", 4.0, 3)]
@@ -528,8 +528,9 @@ def test_nisqa_forward_with_device_masks_is_torchmetrics_forward(tmp_path):
     forward computes, padded batch included; and the configured device is kept, not forced to the CPU."""
     pytest.importorskip("torchmetrics")  # in the core venv (and the paper lock)
     import torch
+    from support.nisqa_checkpoint import random_checkpoint
 
-    from earmark.experts.paper.nisqa import NISQAExpert, _load, forward, random_checkpoint
+    from earmark.experts.paper.nisqa import NISQAExpert, _load, forward
 
     random_checkpoint(tmp_path / "nisqa.tar")
     model, args = _load(str(tmp_path / "nisqa.tar"), "cpu")
@@ -548,9 +549,10 @@ def test_nisqa_torch_mel_spectrogram_is_librosas(tmp_path):
     pytest.importorskip("torchmetrics")
     import soxr
     import torch
+    from support.nisqa_checkpoint import random_checkpoint
     from torchmetrics.functional.audio.nisqa import _get_librosa_melspec, _segment_specs
 
-    from earmark.experts.paper.nisqa import NISQAExpert, _load, forward, melspec_db, random_checkpoint, segments
+    from earmark.experts.paper.nisqa import NISQAExpert, _load, forward, melspec_db, segments
 
     random_checkpoint(tmp_path / "nisqa.tar")
     model, args = _load(str(tmp_path / "nisqa.tar"), "cpu")
@@ -629,7 +631,7 @@ def test_paper_profile_runs_in_dependency_order(models, tmp_path):
     (models / "nisqa").mkdir(exist_ok=True)
     has_nisqa = importlib.util.find_spec("torchmetrics") is not None
     if has_nisqa:
-        from earmark.experts.paper.nisqa import random_checkpoint
+        from support.nisqa_checkpoint import random_checkpoint
 
         random_checkpoint(models / "nisqa/nisqa.tar")
     cfg = AnalyzeSection(

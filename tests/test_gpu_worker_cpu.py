@@ -1,5 +1,5 @@
-"""The CPU-cost benchmark's clocks (benchmarks/gpu_worker_cpu.py) and the GPU memory a multi-worker pass needs
-(benchmarks/expert_throughput.py): the parts that decide the figures, on small inputs."""
+"""The CPU-cost benchmark's clocks (benchmarks/experts/gpu_worker_cpu.py) and the GPU memory a multi-worker pass needs
+(benchmarks/experts/expert_throughput.py): the parts that decide the figures, on small inputs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _busy(seconds: float) -> None:
 def test_forward_clock_counts_outermost_forwards_cpu_and_ops_only():
     """CPU time and aten ops inside an outermost forward count once (nested modules are inside it); CPU work
     between forwards and TorchScript modules (Silero VAD stays on the CPU) count as host work."""
-    from benchmarks.gpu_worker_cpu import ForwardClock
+    from support.worker_cpu import ForwardClock
 
     class Busy(torch.nn.Module):
         def forward(self, x):
@@ -41,7 +41,7 @@ def test_forward_clock_counts_outermost_forwards_cpu_and_ops_only():
 
 
 def test_host_cost_is_measured_per_op():
-    from benchmarks.gpu_worker_cpu import host_us_per_op
+    from support.worker_cpu import host_us_per_op
 
     assert 0 < host_us_per_op(repeats=2) < 10_000
 
@@ -50,7 +50,7 @@ def test_host_cost_is_measured_per_op():
 def test_a_pass_needs_each_workers_context_and_allocator_peak(workers, expected):
     """8 workers of a worker that reserves 6.5 GiB at its peak, with 1 GiB of CUDA context: 60 GiB; the
     reserved peak is the largest over the experts (the allocator keeps what it reserved)."""
-    from benchmarks.expert_throughput import memory_needed
+    from support.throughput import memory_needed
 
     one = {
         "gpu_memory": {"total_gib": 79.2, "resident_gib": 4.0, "context_gib": 1.0},
@@ -63,11 +63,12 @@ def test_a_pass_needs_each_workers_context_and_allocator_peak(workers, expected)
 def test_scaling_repeats_clips_with_their_records(monkeypatch):
     """`--repeat`: each clip and each of its records again under a new id, so N workers get more clips without
     the slot experts (GPU work) running again; the truth follows the copies."""
-    from benchmarks import gpu_worker_cpu
+    from support import worker_cpu
+
     from earmark.schemas.records import Clip, SpeechActivity
 
     seen = {}
-    monkeypatch.setattr(gpu_worker_cpu, "cpu_workers", lambda *args: seen.setdefault("args", args) and {})
+    monkeypatch.setattr(worker_cpu, "cpu_workers", lambda *args: seen.setdefault("args", args) and {})
     clip = Clip(
         clip_id="c",
         source_path="a.wav",
@@ -89,7 +90,7 @@ def test_scaling_repeats_clips_with_their_records(monkeypatch):
         speech_ratio=0.0,
         max_prob=0.0,
     )
-    gpu_worker_cpu.scaling_passes((None, {"c": "S00"}, [clip], {"vad": {"c": level}}, ["vad"]), [2], repeat=3)
+    worker_cpu.scaling_passes((None, {"c": "S00"}, [clip], {"vad": {"c": level}}, ["vad"]), [2], repeat=3)
     _, truth, clips, context, names, workers = seen["args"]
     assert [c.clip_id for c in clips] == ["c~0", "c~1", "c~2"] and workers == 2 and names == ["vad"]
     assert {k: r.clip_id for k, r in context["vad"].items()} == {"c~0": "c~0", "c~1": "c~1", "c~2": "c~2"}

@@ -1,14 +1,9 @@
 """kill -9 during a build and during an evaluation, then resume: identical tables, no orphaned or duplicate
-shards, every version complete (the smoke version of benchmarks/kill_points.py, which kills at 20 points)."""
+shards, every version complete (the smoke version of benchmarks/pipeline/kill_points.py, which kills at 20 points)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-
-from kill_points import run_points  # noqa: E402
+from support.kill_points import run_points
 
 
 def test_kill_9_in_a_build_and_in_an_evaluation_then_resume(tmp_path):

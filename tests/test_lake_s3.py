@@ -25,7 +25,6 @@ from earmark.schemas.records import Caption
 from earmark.storage import Catalog, ShardMeta
 from earmark.storage.lake import LakeSetupError, S3Access, extension_path
 
-REPO = Path(__file__).resolve().parent.parent
 BUCKET = "earmark-lake"
 KEYS = {"AWS_ACCESS_KEY_ID": "testing-key", "AWS_SECRET_ACCESS_KEY": "testing-secret"}
 
@@ -203,7 +202,6 @@ def test_a_build_with_its_lake_on_s3(tmp_path: Path, s3_endpoint):
     env = {
         **os.environ,
         **KEYS,
-        "PYTHONPATH": str(REPO),
         "EARMARK_LLM__N_THREADS": "1",
         "EARMARK_CATALOG__DATA_PATH": f"s3://{BUCKET}/builds",
         "EARMARK_CATALOG__S3_ENDPOINT": endpoint,

@@ -6,6 +6,7 @@ tests/, benchmarks/, training/, docker/), and the bare folder names are not impo
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -37,22 +38,32 @@ def test_the_packages_listed_are_the_roots_packages():
 
 
 def test_a_regular_install_holds_the_tree_at_the_same_paths(tmp_path):
-    """What users install is the tree import-linter and the tests read: every module at its root-relative path."""
+    """What users install is the tree import-linter and the tests read: every module at its root-relative path.
+    Built from the checkout's files (tracked and new, not ignored), so a stale build/ cannot hide a difference."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode().split("\0")
+    source = tmp_path / "source"
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    site = tmp_path / "site"
     got = subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-compile",
-         "--target", str(tmp_path), str(ROOT)],
+         "--target", str(site), str(source)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert got.returncode == 0, got.stderr
-    installed = {p.relative_to(tmp_path / "earmark") for p in (tmp_path / "earmark").rglob("*.py")}
+    installed = {p.relative_to(site / "earmark") for p in (site / "earmark").rglob("*.py")}
     in_repo = {
         p.relative_to(ROOT)
         for package in _root_packages()
         for p in (ROOT.joinpath(*package.split(".")[1:])).glob("*.py")
     }
     assert installed == in_repo
-    assert (tmp_path / "earmark" / "cli" / "view" / "page.html").is_file()
-    assert not any((tmp_path / "earmark" / name).exists() for name in NOT_SHIPPED)
+    assert (site / "earmark" / "cli" / "view" / "page.html").is_file()
+    assert not any((site / "earmark" / name).exists() for name in NOT_SHIPPED)
 
 
 def test_only_the_earmark_namespace_is_installed(tmp_path):

@@ -22,11 +22,9 @@ import soundfile as sf
 from earmark.storage import Catalog
 from earmark.storage.lease import DatasetBusyError, _now, held, released
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def _env(**extra: str) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO), "EARMARK_LLM__N_THREADS": "1", **extra}
+    return {**os.environ, "EARMARK_LLM__N_THREADS": "1", **extra}
 
 
 def _set_holder(cat: Catalog, run_id: str, host: str, pid: int, beat_age_s: float) -> None:

@@ -20,12 +20,11 @@ import soundfile as sf
 
 from earmark.flows.local_server import attach, stop
 
-REPO = Path(__file__).resolve().parents[1]
 GONE_WITHIN_S = 300  # a liveness bound only: each server below idles out after 1.5 s and exits in seconds
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "EARMARK_PREFECT__HOME": str(home), **extra}
+    env = {**os.environ, "EARMARK_PREFECT__HOME": str(home), **extra}
     env.pop("PREFECT_API_URL", None)
     return env
 

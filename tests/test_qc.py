@@ -238,7 +238,8 @@ def test_evidence_margin_backend_flags_a_swapped_caption(embed):
 
 
 def test_clap_backend_on_a_random_tiny_model(tmp_path):
-    from earmark.experts.paper.random_weights import clap_model
+    from support.random_weights import clap_model
+
     from earmark.metrics.similarity import default_sbert_path
 
     with pytest.raises(MissingWeights, match=r"laion/clap-htsat-unfused.*config\.json"):

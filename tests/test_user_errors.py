@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -16,8 +15,6 @@ from earmark.cli.commands import sql_error
 from earmark.cli.main import main
 from earmark.stages.evaluate import PredictionError, load_predictions, read_predictions
 from earmark.storage import Catalog
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 @pytest.mark.parametrize(
@@ -41,7 +38,7 @@ def test_sql_errors_become_one_line_naming_the_problem(query, expected):
 
 def test_earmark_sql_prints_one_error_line_not_a_traceback(tmp_path):
     Catalog(tmp_path, "ds")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ}
     out = subprocess.run(
         [sys.executable, "-m", "earmark.cli.main", "sql", "-d", "ds", "--data-root", str(tmp_path), "FROM nothere"],
         env=env,

@@ -122,7 +122,7 @@ def classify(
 ) -> np.ndarray:
     """Label probabilities, shape (len(audios), len(clf.labels)), for 16 kHz float32 inputs. `precision` bf16 /
     fp16: the forward pass under torch autocast (weights stay fp32; matmuls and convolutions in the lower
-    precision), the activation in fp32. benchmarks/paper_precision.py measures what it changes."""
+    precision), the activation in fp32. benchmarks/experts/paper_precision.py measures what it changes."""
     import contextlib
 
     import torch

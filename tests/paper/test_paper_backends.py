@@ -16,12 +16,12 @@ import os
 import numpy as np
 import pytest
 import torch
+from support import random_weights as rw
 
 from earmark.core.config import AnalyzeSection, FilterSection
 from earmark.experts import build_experts
 from earmark.experts.base import ClipAudio
 from earmark.experts.models import MissingWeights
-from earmark.experts.paper import random_weights as rw
 from earmark.schemas.records import SoundEvents, TimeSpan
 from tests.test_experts_offline import _domain
 from tests.test_experts_paper import (
@@ -50,7 +50,7 @@ def paper_models(models):  # noqa: F811  (the imported fixture)
     rw.pyannote_pipeline(models / DIARIZATION, clustering="VBxClustering")
     rw.pyannote_pipeline(models / DIARIZATION_31, clustering="AgglomerativeClustering", seed=1)
     rw.demucs_repo(models / "demucs", "htdemucs")
-    from earmark.experts.paper.nisqa import random_checkpoint
+    from support.nisqa_checkpoint import random_checkpoint
 
     (models / "nisqa").mkdir(exist_ok=True)
     random_checkpoint(models / "nisqa/nisqa.tar")
