@@ -36,7 +36,8 @@ from earmark.schemas.records import Caption
 from earmark.stages.render import render
 
 PAPER_THRESHOLD = 6.0  # MECAT: "exceeds … by an empirically set threshold of 6" (cosine × 100)
-EVIDENCE_THRESHOLD = 5.0  # offline stand-in, set on the planted set (docs/benchmarks.md, benchmarks/quality/qc_planted.py)
+# offline stand-in, set on the planted set (docs/benchmarks.md, benchmarks/quality/qc_planted.py)
+EVIDENCE_THRESHOLD = 5.0
 CLAP_SR = 48_000
 
 

@@ -40,9 +40,13 @@ def test_the_packages_listed_are_the_roots_packages():
 def test_a_regular_install_holds_the_tree_at_the_same_paths(tmp_path):
     """What users install is the tree import-linter and the tests read: every module at its root-relative path.
     Built from the checkout's files (tracked and new, not ignored), so a stale build/ cannot hide a difference."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
-    ).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, capture_output=True, check=True
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     source = tmp_path / "source"
     for name in filter(None, listed):
         if (ROOT / name).is_file():
