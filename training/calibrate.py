@@ -25,9 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from earmark.experts.probe.model import CALIBRATION, HEADS, WEIGHTS, calibrate  # noqa: E402
+from earmark.experts.probe.model import CALIBRATION, HEADS, WEIGHTS, calibrate
 
 CODE = "SMA"  # the domain code's letter of each head when present
 

@@ -17,16 +17,13 @@ import argparse
 import json
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from earmark.experts.probe.model import CNN_WEIGHTS, DECISION, HEADS, WEIGHTS, _get, tag_clip  # noqa: E402
-from earmark.experts.probe.windows import DOMAINS, SR  # noqa: E402
+from earmark.experts.probe.model import CNN_WEIGHTS, DECISION, HEADS, WEIGHTS, _get, tag_clip
+from earmark.experts.probe.windows import DOMAINS, SR
 
 
 def main():
@@ -42,8 +39,9 @@ def main():
     ap.add_argument("--errors", action="store_true")
     a = ap.parse_args()
     import soundfile as sf
+
     tdir = a.cache / ("tagger-tiny" if a.tiny else "tagger")
-    recs = [json.loads(l) for l in open(tdir / "mixes" / f"{a.split}.jsonl")]
+    recs = [json.loads(line) for line in open(tdir / "mixes" / f"{a.split}.jsonl")]
     if a.tiny and a.cnn_weights == CNN_WEIGHTS:
         a.cnn_weights, a.decision = tdir / "cnn_weights_tiny.npz", tdir / "tagger_decision_tiny.json"
     if a.mlp_only:
@@ -94,21 +92,29 @@ def main():
         rec = tp / max(1, T.sum())
         f1 = 2 * prec * rec / max(1e-9, prec + rec)
         pr[h] = {"precision": prec, "recall": rec, "f1": f1, "support": int(T.sum())}
-        print(f"  {h:6s}: P={prec * 100:5.1f}%  R={rec * 100:5.1f}%  F1={f1 * 100:5.1f}%  (positives {int(T.sum())}/{n})")
+        print(
+            f"  {h:6s}: P={prec * 100:5.1f}%  R={rec * 100:5.1f}%  F1={f1 * 100:5.1f}%  (positives {int(T.sum())}/{n})"
+        )
     winP, winT = np.asarray(winP), np.asarray(winT)
     mlp = _get(*models)[1]
     thr = np.array([mlp.thresholds[h] for h in HEADS])
     wacc = np.array([((winP[:, h] >= thr[h]) == (winT[:, h] == 1))[winT[:, h] >= 0].mean() for h in range(3)])
-    print("\nwindow-level (2 s) presence accuracy at the clip thresholds (ambiguous windows skipped): "
-          + ", ".join(f"{h} {v * 100:.1f}%" for h, v in zip(HEADS, wacc)))
+    print(
+        "\nwindow-level (2 s) presence accuracy at the clip thresholds (ambiguous windows skipped): "
+        + ", ".join(f"{h} {v * 100:.1f}%" for h, v in zip(HEADS, wacc))
+    )
     # the costly errors for single-source material
     fm = sum(1 for p, t in zip(preds, truth) if t in ("00A", "S00") and p[1] == "M")
     fs = sum(1 for p, t in zip(preds, truth) if t in ("0M0", "S00") and p[2] == "A")
-    print(f"\nsingle-source errors: false music on 00A/S00 clips {fm}/{sum(t in ('00A', 'S00') for t in truth)}, "
-          f"false sound on 0M0/S00 clips {fs}/{sum(t in ('0M0', 'S00') for t in truth)}")
+    print(
+        f"\nsingle-source errors: false music on 00A/S00 clips {fm}/{sum(t in ('00A', 'S00') for t in truth)}, "
+        f"false sound on 0M0/S00 clips {fs}/{sum(t in ('0M0', 'S00') for t in truth)}"
+    )
     speed = audio_s / proc_s
-    print(f"\nspeed: {audio_s:.0f} s of audio in {proc_s:.1f} s = {speed:.1f}x real time "
-          f"(model load {load_s:.1f} s; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)")
+    print(
+        f"\nspeed: {audio_s:.0f} s of audio in {proc_s:.1f} s = {speed:.1f}x real time "
+        f"(model load {load_s:.1f} s; {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs)"
+    )
     if a.errors:
         print("\nerrors:")
         for r, p, cp in zip(recs, preds, clipP):
@@ -116,14 +122,28 @@ def main():
                 info = {k: v for k, v in r.items() if k not in ("windows", "id", "domain")}
                 print(f"  {r['id']}: truth {r['domain']} pred {p} clipP={np.round(cp, 2).tolist()} {info}")
     if a.json:
-        a.json.write_text(json.dumps({"accuracy": acc, "per_domain": per, "confusion": cm.tolist(),
-                                      "presence": pr, "window_acc": dict(zip(HEADS, wacc.tolist())),
-                                      "speed_x_rt": speed, "n": n, "date": time.strftime("%Y-%m-%d %H:%M"),
-                                      "thresholds": mlp.thresholds, "rules": mlp.rules,
-                                      "models": [str(m) for m in models],
-                                      "clips": [{"id": r["id"], "truth": r["domain"], "pred": p,
-                                                 "clip_p": [round(float(v), 5) for v in cp]}
-                                                for r, p, cp in zip(recs, preds, clipP)]}, indent=1))
+        a.json.write_text(
+            json.dumps(
+                {
+                    "accuracy": acc,
+                    "per_domain": per,
+                    "confusion": cm.tolist(),
+                    "presence": pr,
+                    "window_acc": dict(zip(HEADS, wacc.tolist())),
+                    "speed_x_rt": speed,
+                    "n": n,
+                    "date": time.strftime("%Y-%m-%d %H:%M"),
+                    "thresholds": mlp.thresholds,
+                    "rules": mlp.rules,
+                    "models": [str(m) for m in models],
+                    "clips": [
+                        {"id": r["id"], "truth": r["domain"], "pred": p, "clip_p": [round(float(v), 5) for v in cp]}
+                        for r, p, cp in zip(recs, preds, clipP)
+                    ],
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

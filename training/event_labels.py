@@ -41,8 +41,11 @@ CLASS_RULES: list[tuple[str, str]] = [
     ("Water", r"\b(water\w*|drip\w*|bubbl\w*|gurgl\w*|river\w*|stream|waterfall|ocean|waves|surf|fountain|pour\w*)\b"),
     ("Fire", r"\b(burning|crackl\w*|campfire|fireplace|open fire|embers?|flames?|fire loop|bonfire)\b"),
     ("Explosion", r"\b(explo\w*|\w*explosion\w*|boom|kaboom|blast|detonat\w*|nuke|bombdrop|grenade explode)\b"),
-    ("Gunshot, gunfire", r"\b(gunshot\w*|gunfire|gun fire|pistol\w*|rifle\w*|shotgun\w*|revolver\w*|"
-                         r"machine ?gun\w*|minigun\w*|cannon\d*|gun)\b"),
+    (
+        "Gunshot, gunfire",
+        r"\b(gunshot\w*|gunfire|gun fire|pistol\w*|rifle\w*|shotgun\w*|revolver\w*|"
+        r"machine ?gun\w*|minigun\w*|cannon\d*|gun)\b",
+    ),
     ("Walk, footsteps", r"\b(footstep\w*|foot ?steps?|foot left|foot right|steps?|walk\w*|fs)\b"),
     ("Dog", r"\b(dog\w*|bark\w*|woof|puppy)\b"),
     ("Cat", r"\b(cat|cats|blackcat|meow\w*|miaow|kitten\w*|purr\w*)\b"),
@@ -55,8 +58,11 @@ CLASS_RULES: list[tuple[str, str]] = [
     ("Duck", r"\b(duck|ducks|quack\w*|drake)\b"),
     ("Goose", r"\b(goose|geese|gander)\b"),
     ("Insect", r"\b(insect\w*|bee|bees|hornet|wasp|mosquito|fly|flies|cricket\w*|grasshopper|cicada\w*)\b"),
-    ("Bird", r"\b(bird\w*|chirp\w*|tweet\w*|twitter\w*|owl|crow|raven|seagull|gull|hawk|eagle|lark|"
-             r"blackbird|cuckoo|pigeon|dove|parrot|sparrow|nightingale|toucan|tucan|vulture|heron)\b"),
+    (
+        "Bird",
+        r"\b(bird\w*|chirp\w*|tweet\w*|twitter\w*|owl|crow|raven|seagull|gull|hawk|eagle|lark|"
+        r"blackbird|cuckoo|pigeon|dove|parrot|sparrow|nightingale|toucan|tucan|vulture|heron)\b",
+    ),
     ("Whoosh, swoosh, swish", r"\b(whoosh\w*|woosh\w*|swoosh\w*|swish\w*|swing|swoop\w*)\b"),
     ("Thump, thud", r"\b(thud\w*|thump\w*)\b"),
     ("Helicopter", r"\b(helicopter\w*|chopper)\b"),
@@ -99,19 +105,47 @@ PACKAGE_RULES: dict[str, dict] = {
     "0ad-data": {
         "only": r"^audio/(actor/fauna|actor/human/movement|actor/singlesteps|actor/mounted/movement|actor/gate|"
         r"ambient/water|ambient/weather|attack/destruction|resource/construction|voice/global/civ_dog)",
-        "force": {r"mounted/movement/mstep": "Horse", r"singlesteps/fs_": "Walk, footsteps",
-                  r"human/movement/hstep": "Walk, footsteps", r"actor/gate/": "Door",
-                  r"civ_dog_move": None, r"snowstorm|windleaves": None,
-                  r"fauna/animal/(camel|elephant|flamingo|lion|peacock)": None},
+        "force": {
+            r"mounted/movement/mstep": "Horse",
+            r"singlesteps/fs_": "Walk, footsteps",
+            r"human/movement/hstep": "Walk, footsteps",
+            r"actor/gate/": "Door",
+            r"civ_dog_move": None,
+            r"snowstorm|windleaves": None,
+            r"fauna/animal/(camel|elephant|flamingo|lion|peacock)": None,
+        },
     },
-    "qabcs-data": {"only": r"/noises/", "force": {r"noises/fire\.": "Fire", r"noises/keyboard\.": "Typing",
-                                                  r"camera|paper_airplane|rocking_horse|magnifying": None}},
-    "scratch": {"force": {r"horsegallop": "Horse", r"partynoise": "Crowd", r"/vocals/|/instruments/|/percussion/|"
-                          r"music loops": None}},
-    "searchandrescue-data": {"force": {r"/hh6[05]/|helicopter_engine": "Helicopter", r"wheel_screech": None,
-                                       r"screenshot": None, r"/music/": None}},
-    "triplea": {"force": {r"_with_|_and_|sword|laser|chatter|robot|music|anthem|overture|fanfare|horn": None,
-                          r"galloping": "Horse", r"typewriter": "Typing"}},
+    "qabcs-data": {
+        "only": r"/noises/",
+        "force": {
+            r"noises/fire\.": "Fire",
+            r"noises/keyboard\.": "Typing",
+            r"camera|paper_airplane|rocking_horse|magnifying": None,
+        },
+    },
+    "scratch": {
+        "force": {
+            r"horsegallop": "Horse",
+            r"partynoise": "Crowd",
+            r"/vocals/|/instruments/|/percussion/|"
+            r"music loops": None,
+        }
+    },
+    "searchandrescue-data": {
+        "force": {
+            r"/hh6[05]/|helicopter_engine": "Helicopter",
+            r"wheel_screech": None,
+            r"screenshot": None,
+            r"/music/": None,
+        }
+    },
+    "triplea": {
+        "force": {
+            r"_with_|_and_|sword|laser|chatter|robot|music|anthem|overture|fanfare|horn": None,
+            r"galloping": "Horse",
+            r"typewriter": "Typing",
+        }
+    },
     "lugaru-data": {"force": {r"/fire(start|end)?\.ogg": "Fire", r"splatter": None, r"whoosh_?hit": None}},
     "btanks-data": {"force": {r"missile|bullet|funny|/tunes/|/ambient/": None}},
     "bucklespring-data": {"force": {r"/wav/": "Typing"}},
@@ -129,25 +163,48 @@ PACKAGE_RULES: dict[str, dict] = {
     "warmux-data": {"force": {r"/ingame/|/menu/|/voices/|embers": None, r"aircraft_bomb": "Explosion"}},
     "endless-sky-data": {"force": {r"ion rain|thunderhead|atomic": None}},
     "flare-game": {"force": {r"/music/": None, r"anvil": None}, "folder": {r"\bsteps\b": "Walk, footsteps"}},
-    "gcompris-qt-data": {"force": {r"lrbark": "Dog", r"lrdoor": "Door", r"lrtrain": "Train", r"lrrain": "Rain",
-                                   r"lrapplause": "Applause", r"lrfrogs": None, r"lrstartandstopcarengine": "Engine",
-                                   r"canal_lock/resource/door": "Door", r"canal_lock/resource/water_fill": "Water",
-                                   r"guessnumber/resource/helicopter": "Helicopter", r"railroad/.*train": "Train",
-                                   r"traffic/resource/car": "Car", r"explore_farm_animals/.*/owl": "Bird",
-                                   r"explore_farm_animals/.*/chickens": "Chicken, rooster",
-                                   r"melody/resource/knock": "Knock", r"money/resource/money": "Coin (dropping)",
-                                   r"clickgame/resource/drip": "Water", r"/core/": None, r"instruments|music|"
-                                   r"guitar|xylofon|explore_world": None}},
-    "openarena-data": {"force": {r"/lightning/|/machinegun/(ric|bulet)|/footsteps/(energy|clank|mech)": None},
-                       "folder": {r"\bfootsteps\b": "Walk, footsteps", r"\bmachinegun\b": "Gunshot, gunfire"}},
-    "megaglest-data": {"force": {r"eagle_(hit|attack)|bull_attack|pig_attack|_walk\d": None,
-                                 r"/water_sounds/": "Water"}},
-    "minetest-data": {"force": {r"water_footstep": "Splash, splatter", r"glass_footstep": "Walk, footsteps",
-                                r"fire_extinguish": None}},
-    "scorched3d-data": {"force": {r"explosions/(acid|bees|beesting|bhit|dirt|empsmall|gas|meteor|quake|radiation|"
-                                  r"shockwave|thud|crunch|gloop|napalm|lightning)": None,
-                                  r"explosions/(exp|large|medium|small|xlarge|tank)\.": "Explosion",
-                                  r"explosions/thunder": "Thunder"}},
+    "gcompris-qt-data": {
+        "force": {
+            r"lrbark": "Dog",
+            r"lrdoor": "Door",
+            r"lrtrain": "Train",
+            r"lrrain": "Rain",
+            r"lrapplause": "Applause",
+            r"lrfrogs": None,
+            r"lrstartandstopcarengine": "Engine",
+            r"canal_lock/resource/door": "Door",
+            r"canal_lock/resource/water_fill": "Water",
+            r"guessnumber/resource/helicopter": "Helicopter",
+            r"railroad/.*train": "Train",
+            r"traffic/resource/car": "Car",
+            r"explore_farm_animals/.*/owl": "Bird",
+            r"explore_farm_animals/.*/chickens": "Chicken, rooster",
+            r"melody/resource/knock": "Knock",
+            r"money/resource/money": "Coin (dropping)",
+            r"clickgame/resource/drip": "Water",
+            r"/core/": None,
+            r"instruments|music|"
+            r"guitar|xylofon|explore_world": None,
+        }
+    },
+    "openarena-data": {
+        "force": {r"/lightning/|/machinegun/(ric|bulet)|/footsteps/(energy|clank|mech)": None},
+        "folder": {r"\bfootsteps\b": "Walk, footsteps", r"\bmachinegun\b": "Gunshot, gunfire"},
+    },
+    "megaglest-data": {
+        "force": {r"eagle_(hit|attack)|bull_attack|pig_attack|_walk\d": None, r"/water_sounds/": "Water"}
+    },
+    "minetest-data": {
+        "force": {r"water_footstep": "Splash, splatter", r"glass_footstep": "Walk, footsteps", r"fire_extinguish": None}
+    },
+    "scorched3d-data": {
+        "force": {
+            r"explosions/(acid|bees|beesting|bhit|dirt|empsmall|gas|meteor|quake|radiation|"
+            r"shockwave|thud|crunch|gloop|napalm|lightning)": None,
+            r"explosions/(exp|large|medium|small|xlarge|tank)\.": "Explosion",
+            r"explosions/thunder": "Thunder",
+        }
+    },
     "tuxpaint-stamps-default": {"force": {r"/penguin|/nandou|/quetzal": None}},
     "lincity-ng-data": {"force": {r"parklandplane": None}},
     "lmms-common": {"force": {r"/shapes/|/waveforms/|/basses/|/instruments/": None}},

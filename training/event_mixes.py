@@ -11,7 +11,7 @@ re the music, 0...+15 dB over a bed, -40...-10 dBFS alone; plus, in 35 % of the 
 knocks / hammer blows are repeated into a walking / typing / ticking rhythm (70 %); long files are cropped.
 Room tone 22-50 dB under the content, 15 % reverb, 5 % telephone band, +-6 dB final gain, as in build_corpus.py.
 
-Truth: build_corpus.event_truth() per event (salient / audible / inaudible per 2 s window against the speech,
+Truth: mixing.event_truth() per event (salient / audible / inaudible per 2 s window against the speech,
 music, bed and the other events) and class_windows() per class; the domain stems' window labels as well.
 
 TRAIN clips carry a fold (0..K-1): a fold's clips draw their labelled events only from that fold's files, and
@@ -28,16 +28,24 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-import build_corpus as bc
 import numpy as np
-from build_corpus import SR, db2amp
+
+import mixing as mx
+from earmark.experts.probe.windows import SR, window_bounds
+from mixing import db2amp
 
 EV_MIX_VERSION = "e1"
 K_FOLDS = 4
 MIN_TRAIN_FILES = 3  # a class needs this many TRAIN files (after de-duplication) to be a target
 # classes whose short files (single steps, key presses, ticks) become a rhythm: (min, max) gap in s
-SEQUENCE = {"Walk, footsteps": (0.35, 0.7), "Typing": (0.06, 0.22), "Tick-tock": (0.45, 1.0),
-            "Knock": (0.12, 0.3), "Hammer": (0.3, 0.8), "Clicking": (0.15, 0.6)}
+SEQUENCE = {
+    "Walk, footsteps": (0.35, 0.7),
+    "Typing": (0.06, 0.22),
+    "Tick-tock": (0.45, 1.0),
+    "Knock": (0.12, 0.3),
+    "Hammer": (0.3, 0.8),
+    "Clicking": (0.15, 0.6),
+}
 SCENES = ("quiet", "music", "speech", "speech_music", "bed")
 SCENE_P = (0.3, 0.2, 0.25, 0.1, 0.15)
 
@@ -68,8 +76,11 @@ class EventPools:
                         self.fold[r["uid"]] = (i + ci) % k
 
     def classes(self, fold: int | None = None) -> list[str]:
-        return sorted(c for c in self.by if fold is None or any(
-            self.fold[r["uid"]] == fold for rs in self.by[c].values() for r in rs))
+        return sorted(
+            c
+            for c in self.by
+            if fold is None or any(self.fold[r["uid"]] == fold for rs in self.by[c].values() for r in rs)
+        )
 
     def pick(self, rng, cls: str, fold: int | None = None) -> dict:
         pk = {p: [r for r in rs if fold is None or self.fold[r["uid"]] == fold] for p, rs in self.by[cls].items()}
@@ -98,13 +109,13 @@ def event_signal(rng, x: np.ndarray, cls: str, n: int) -> np.ndarray:
         t = 0.0
         for _ in range(reps):
             p = int(t * SR)
-            out[p:p + len(x)] += x * db2amp(rng.uniform(-4, 1))
+            out[p : p + len(x)] += x * db2amp(rng.uniform(-4, 1))
             t += gap * rng.uniform(0.85, 1.15)
-        x = bc.trim(out)
+        x = mx.trim(out)
     maxlen = int(rng.uniform(min(2.0, n / SR), n / SR) * SR)
     if len(x) > maxlen:
         o = int(rng.integers(0, len(x) - maxlen + 1))
-        x = _fade(x[o:o + maxlen])
+        x = _fade(x[o : o + maxlen])
     return x.astype(np.float32)
 
 
@@ -112,7 +123,7 @@ def _place(rng, n: int, x: np.ndarray) -> int:
     return int(rng.integers(0, max(1, n - min(len(x), n) // 2)))
 
 
-def make_event_clip(rng, bp: bc.Pools, ep: EventPools, split: str, fold: int | None, classes: list[str]):
+def make_event_clip(rng, bp: mx.Pools, ep: EventPools, split: str, fold: int | None, classes: list[str]):
     """One event mix: (audio, record) -- see the module doc."""
     L = 10.0 if rng.random() < 0.7 else float(rng.uniform(4.0, 10.0))
     n = int(L * SR)
@@ -122,23 +133,23 @@ def make_event_clip(rng, bp: bc.Pools, ep: EventPools, split: str, fold: int | N
     stems = {"speech": z.copy(), "music": z.copy(), "bed": z.copy()}
     ref = None
     if "speech" in scene:
-        x = bc.speech_track(rng, bp, n, rng.random() < 0.65, False)
+        x = mx.speech_track(rng, bp, n, rng.random() < 0.65, False)
         if rng.random() < 0.08:
-            x = bc.telephone(x)
+            x = mx.telephone(x)
             rec["speech_phone"] = True
         ref = float(rng.uniform(-32, -14))
-        stems["speech"] = bc.set_level(x, ref)
+        stems["speech"] = mx.set_level(x, ref)
         rec["speech_db"] = round(ref, 1)
     if "music" in scene:
-        x, src = bc.music_track(rng, bp, n, drum_bias=0.3)
+        x, src = mx.music_track(rng, bp, n, drum_bias=0.3)
         lvl = ref - float(rng.uniform(6, 18)) if ref is not None else float(rng.uniform(-34, -12))
-        stems["music"] = bc.set_level(x, lvl)
+        stems["music"] = mx.set_level(x, lvl)
         rec.update(music_src=src, music_db=round(lvl, 1))
         ref = lvl if ref is None else ref
     if scene == "bed" and ep.beds:
         r = ep.beds[rng.integers(len(ep.beds))]
         lvl = float(rng.uniform(-40, -20))
-        stems["bed"] = bc.set_level(bc._tile(bp.load(r["uid"]), n, rng), lvl)
+        stems["bed"] = mx.set_level(mx._tile(bp.load(r["uid"]), n, rng), lvl)
         rec.update(bed_src=r["uid"], bed_pkg=r["pkg"], bed_db=round(lvl, 1))
         ref = lvl
     avail = [c for c in classes if c in ep.classes(fold)]
@@ -162,23 +173,23 @@ def make_event_clip(rng, bp: bc.Pools, ep: EventPools, split: str, fold: int | N
             lvl = ref + float(rng.uniform(0, 15))
         else:
             lvl = float(rng.uniform(-40, -10))
-        x = bc.set_level(x, lvl)
-        evs.append({"row": r, "start": _place(rng, n, x), "x": x[: n]})
+        x = mx.set_level(x, lvl)
+        evs.append({"row": r, "start": _place(rng, n, x), "x": x[:n]})
         evs[-1]["x"] = evs[-1]["x"][: n - evs[-1]["start"]]
     sound = z.copy()
     for e in evs:
-        sound[e["start"]: e["start"] + len(e["x"])] += e["x"]
+        sound[e["start"] : e["start"] + len(e["x"])] += e["x"]
     content = stems["speech"] + stems["music"] + stems["bed"] + sound
-    cl = bc.active_rms_db(content)
+    cl = mx.active_rms_db(content)
     nl = min(-48.0, cl - float(rng.uniform(22, 50))) if cl > -100 else float(rng.uniform(-80, -50))
-    noise = bc.room_tone(rng, n, nl)
+    noise = mx.room_tone(rng, n, nl)
     rec["noise_db"] = round(nl, 1)
     if rng.random() < 0.15:
-        content = bc.reverb(rng, content, rec)
+        content = mx.reverb(rng, content, rec)
         rec["reverb"] = True
     mix = content + noise
     if rng.random() < 0.05:
-        mix = bc.telephone(mix)
+        mix = mx.telephone(mix)
         rec["phone"] = True
     gain = db2amp(rng.uniform(-6, 6))
     peak = np.abs(mix).max() * gain
@@ -186,12 +197,13 @@ def make_event_clip(rng, bp: bc.Pools, ep: EventPools, split: str, fold: int | N
         gain *= 0.98 / peak
     mix = mix * gain
     others = {k: v * gain for k, v in stems.items()}
-    events = bc.event_truth(evs, gain, others, noise * gain)
-    nw = len(bc.window_bounds(n))
+    events = mx.event_truth(evs, gain, others, noise * gain)
+    nw = len(window_bounds(n))
     rec["events"] = events
-    rec["class_windows"] = bc.class_windows(events, nw)
-    lab = bc.window_labels({"speech": others["speech"], "music": others["music"],
-                            "sound": sound * gain + others["bed"]}, noise * gain)
+    rec["class_windows"] = mx.class_windows(events, nw)
+    lab = mx.window_labels(
+        {"speech": others["speech"], "music": others["music"], "sound": sound * gain + others["bed"]}, noise * gain
+    )
     rec["windows"] = lab["windows"]
     return mix.astype(np.float32), rec
 
@@ -210,12 +222,11 @@ def mix_events(cache: Path, rows: list[dict], split: str, n_clips: int, seed: in
     its own RNG stream (seed, index), so a clip does not change when others are added."""
     import soundfile as sf
 
-    bc.TAG = tag  # build_corpus run as a script is another module object than the `build_corpus` imported here
     src = "train" if split == "ev_train" else "dev"
     classes = target_classes(rows)
-    bp = bc.Pools(cache, rows, src, False)  # speech / music of the split's domain packages; loads any source
+    bp = mx.Pools(cache / tag, rows, src, False)  # speech / music of the split's domain packages; loads any source
     ep = EventPools(rows, src, classes)
-    out = cache / bc.TAG / "mixes" / split
+    out = cache / tag / "mixes" / split
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("*.wav"):
         old.unlink()
@@ -227,15 +238,27 @@ def mix_events(cache: Path, rows: list[dict], split: str, n_clips: int, seed: in
         cid = f"{split}_{i:05d}"
         pcm = (np.clip(mix, -1, 1) * 32767).round().astype(np.int16)
         sf.write(out / f"{cid}.wav", pcm, SR, subtype="PCM_16")
-        recs.append({"id": cid, "split": split, "fold": fold, "sha1": hashlib.sha1(pcm.tobytes()).hexdigest(),
-                     "mix_version": EV_MIX_VERSION, "label_version": bc.LABEL_VERSION, **rec})
+        recs.append(
+            {
+                "id": cid,
+                "split": split,
+                "fold": fold,
+                "sha1": hashlib.sha1(pcm.tobytes()).hexdigest(),
+                "mix_version": EV_MIX_VERSION,
+                "label_version": mx.LABEL_VERSION,
+                **rec,
+            }
+        )
         if (i + 1) % 200 == 0:
-            bc.log(f"  {split}: {i + 1}/{n_clips}")
-    with open(cache / bc.TAG / "mixes" / f"{split}.jsonl", "w") as f:
+            mx.log(f"  {split}: {i + 1}/{n_clips}")
+    with open(cache / tag / "mixes" / f"{split}.jsonl", "w") as f:
         for r in recs:
             f.write(json.dumps(r) + "\n")
-    meta = {"classes": classes, "oof_by_file": sorted(ep.oof_by_file),
-            "train_files": {c: sum(len(v) for v in ep.by[c].values()) for c in ep.by} if src == "train" else None,
-            "packages": {c: sorted(ep.by[c]) for c in ep.by}}
-    (cache / bc.TAG / "mixes" / f"{split}.meta.json").write_text(json.dumps(meta, indent=1))
-    bc.log(f"  {split}: {len(recs)} clips, {len(classes)} target classes")
+    meta = {
+        "classes": classes,
+        "oof_by_file": sorted(ep.oof_by_file),
+        "train_files": {c: sum(len(v) for v in ep.by[c].values()) for c in ep.by} if src == "train" else None,
+        "packages": {c: sorted(ep.by[c]) for c in ep.by},
+    }
+    (cache / tag / "mixes" / f"{split}.meta.json").write_text(json.dumps(meta, indent=1))
+    mx.log(f"  {split}: {len(recs)} clips, {len(classes)} target classes")

@@ -37,11 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import train_events as te  # noqa: E402
-from earmark.experts.probe.model import MEL_N, MEL_WIN_FRAMES, logmel, mel_windows  # noqa: E402
-from earmark.experts.probe.windows import SR, window_bounds  # noqa: E402
+import train_events as te
+from earmark.experts.probe.model import MEL_N, MEL_WIN_FRAMES, logmel, mel_windows
+from earmark.experts.probe.windows import SR, window_bounds
 
 OUT = Path("/work/evcnn")
 
@@ -84,8 +82,10 @@ def cache_main(a):
             done += 1
             if done % 500 == 0:
                 log(f"  {split}: {done} ({(time.time() - t0) / done * 1000:.1f} ms/clip)")
-        log(f"{split}: {len(recs)} clips, {done} computed in {time.time() - t0:.1f} s "
-            f"({(time.time() - t0) / max(done, 1) * 1000:.1f} ms/clip)")
+        log(
+            f"{split}: {len(recs)} clips, {done} computed in {time.time() - t0:.1f} s "
+            f"({(time.time() - t0) / max(done, 1) * 1000:.1f} ms/clip)"
+        )
         if not a.limit:  # one array per split, rows aligned with train_events.targets
             X = np.concatenate([np.load(d / split / f"{r['id']}.npy") for r in recs])
             np.save(OUT / f"mel_{split}.npy", X)
@@ -126,7 +126,7 @@ def fit(X, Y, epochs, seed, a, tag=""):
 
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    sub = X[:: 7].astype(np.float32)
+    sub = X[::7].astype(np.float32)
     norm = (sub.mean(axis=(0, 1)).astype(np.float32), (sub.std(axis=(0, 1)) + 1e-3).astype(np.float32))
     del sub
     mu_t, sd_t = torch.from_numpy(norm[0]), torch.from_numpy(norm[1])
@@ -166,8 +166,10 @@ def fit(X, Y, epochs, seed, a, tag=""):
             sched.step()
             tot += loss.item()
             if a.limit_batches and s + 1 >= a.limit_batches:
-                log(f"  {tag} timing: {s + 1} batches of {a.bs} in {time.time() - t0:.1f} s "
-                    f"-> {(time.time() - t0) / (s + 1) * steps:.0f} s/epoch ({steps} batches)")
+                log(
+                    f"  {tag} timing: {s + 1} batches of {a.bs} in {time.time() - t0:.1f} s "
+                    f"-> {(time.time() - t0) / (s + 1) * steps:.0f} s/epoch ({steps} batches)"
+                )
                 return net, norm
         log(f"  {tag} epoch {ep + 1}/{epochs}: train loss {tot / steps:.4f} ({time.time() - t0:.0f} s)")
     return net, norm
@@ -194,8 +196,11 @@ def scores(P, T):
     for j in range(T.shape[1]):
         m = T[:, j] >= 0
         y = T[m, j] == 1
-        out.append((roc_auc_score(y, P[m, j]), average_precision_score(y, P[m, j])) if 3 <= y.sum() < len(y) - 3
-                   else (np.nan, np.nan))
+        out.append(
+            (roc_auc_score(y, P[m, j]), average_precision_score(y, P[m, j]))
+            if 3 <= y.sum() < len(y) - 3
+            else (np.nan, np.nan)
+        )
     return np.asarray(out)
 
 
@@ -212,18 +217,41 @@ def evaluate(name, oof, Pd, Y, Yd, classes):
         qd = np.interp(Pd[md, j], cal["x"], cal["y"])
         t_rep = thr if thr is not None else st["best_threshold"]
         dp, dr, dtp, dpos = te.pr_at(qd, Yd[md, j], t_rep)
-        rows.append({"class": c, "threshold": thr, "t_rep": t_rep, "oof_p": st["precision"], "oof_r": st["recall"],
-                     "oof_hits": st["hits"], "dev_p": None if np.isnan(dp) else dp,
-                     "dev_r": None if np.isnan(dr) else dr, "dev_hits": dtp, "dev_pos": dpos,
-                     "oof_auc": so[j, 0], "oof_ap": so[j, 1], "dev_auc": sdv[j, 0], "dev_ap": sdv[j, 1]})
+        rows.append(
+            {
+                "class": c,
+                "threshold": thr,
+                "t_rep": t_rep,
+                "oof_p": st["precision"],
+                "oof_r": st["recall"],
+                "oof_hits": st["hits"],
+                "dev_p": None if np.isnan(dp) else dp,
+                "dev_r": None if np.isnan(dr) else dr,
+                "dev_hits": dtp,
+                "dev_pos": dpos,
+                "oof_auc": so[j, 0],
+                "oof_ap": so[j, 1],
+                "dev_auc": sdv[j, 0],
+                "dev_ap": sdv[j, 1],
+            }
+        )
     n_thr = sum(r["threshold"] is not None for r in rows)
-    n_dev = sum(r["threshold"] is not None and (r["dev_p"] or 0) >= te.PRECISION_BAR and r["dev_hits"] > 0
-                for r in rows)
-    head = {"name": name, "oof_auc": float(np.nanmean(so[:, 0])), "oof_ap": float(np.nanmean(so[:, 1])),
-            "dev_auc": float(np.nanmean(sdv[:, 0])), "dev_ap": float(np.nanmean(sdv[:, 1])),
-            "n_thr": n_thr, "n_dev": n_dev}
-    log(f"{name}: OOF AUC {head['oof_auc']:.3f} AP {head['oof_ap']:.3f} | DEV AUC {head['dev_auc']:.3f} "
-        f"AP {head['dev_ap']:.3f} | {n_thr} classes with an OOF threshold, {n_dev} with DEV precision >= 0.90")
+    n_dev = sum(
+        r["threshold"] is not None and (r["dev_p"] or 0) >= te.PRECISION_BAR and r["dev_hits"] > 0 for r in rows
+    )
+    head = {
+        "name": name,
+        "oof_auc": float(np.nanmean(so[:, 0])),
+        "oof_ap": float(np.nanmean(so[:, 1])),
+        "dev_auc": float(np.nanmean(sdv[:, 0])),
+        "dev_ap": float(np.nanmean(sdv[:, 1])),
+        "n_thr": n_thr,
+        "n_dev": n_dev,
+    }
+    log(
+        f"{name}: OOF AUC {head['oof_auc']:.3f} AP {head['oof_ap']:.3f} | DEV AUC {head['dev_auc']:.3f} "
+        f"AP {head['dev_ap']:.3f} | {n_thr} classes with an OOF threshold, {n_dev} with DEV precision >= 0.90"
+    )
     return head, rows
 
 
@@ -231,12 +259,16 @@ def table(rows) -> str:
     def f(v):
         return "–" if v is None or (isinstance(v, float) and np.isnan(v)) else f"{v:.2f}"
 
-    out = ["| class | OOF threshold | OOF P | OOF R | DEV P | DEV R | DEV positives | OOF AUC / AP | DEV AUC / AP |",
-           "|---|---|---|---|---|---|---|---|---|"]
+    out = [
+        "| class | OOF threshold | OOF P | OOF R | DEV P | DEV R | DEV positives | OOF AUC / AP | DEV AUC / AP |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in sorted(rows, key=lambda r: (r["threshold"] is None, -(r["dev_p"] or 0), r["class"])):
         thr = f"{r['threshold']:.2f}" if r["threshold"] is not None else f"none (best {r['t_rep']:.2f})"
-        out.append(f"| {r['class']} | {thr} | {f(r['oof_p'])} | {f(r['oof_r'])} | {f(r['dev_p'])} | {f(r['dev_r'])} "
-                   f"| {r['dev_pos']} | {f(r['oof_auc'])} / {f(r['oof_ap'])} | {f(r['dev_auc'])} / {f(r['dev_ap'])} |")
+        out.append(
+            f"| {r['class']} | {thr} | {f(r['oof_p'])} | {f(r['oof_r'])} | {f(r['dev_p'])} | {f(r['dev_r'])} "
+            f"| {r['dev_pos']} | {f(r['oof_auc'])} / {f(r['oof_ap'])} | {f(r['dev_auc'])} / {f(r['dev_ap'])} |"
+        )
     return "\n".join(out)
 
 
@@ -306,8 +338,10 @@ def run_main(a):
             pd_folds[k] = predict(net, norm, Xd)
             np.save(OUT / f"cnn_devfolds_{tag}.npy", pd_folds)
             so = scores(oof[fold == k], Y[fold == k])
-            log(f"fold {k}: {time.time() - t0:.0f} s; fold OOF AUC {np.nanmean(so[:, 0]):.3f} "
-                f"AP {np.nanmean(so[:, 1]):.3f}")
+            log(
+                f"fold {k}: {time.time() - t0:.0f} s; fold OOF AUC {np.nanmean(so[:, 0]):.3f} "
+                f"AP {np.nanmean(so[:, 1]):.3f}"
+            )
             np.save(OUT / f"cnn_oof_{tag}_partial.npy", oof)
         np.save(oof_path, oof)
         del Xd
@@ -333,26 +367,41 @@ def run_main(a):
     heads.append(h)
     fp = OUT / f"cnn_devfolds_{tag}.npy"
     if fp.exists() and not a.no_final:  # DEV as the mean of the K fold models (how events_diagnostics scores the MLP)
-        h, per[f"CNN {tag}, DEV = mean of fold models"] = evaluate(f"CNN {tag}, DEV = mean of fold models", oof,
-                                                            np.load(fp).mean(0), Y, Yd, classes)
+        h, per[f"CNN {tag}, DEV = mean of fold models"] = evaluate(
+            f"CNN {tag}, DEV = mean of fold models", oof, np.load(fp).mean(0), Y, Yd, classes
+        )
         heads.append(h)
     mp = OUT / "mlp_preds.npz"
     if mp.exists():
         m = np.load(mp)
-        h, per["MLP (rerun, events_diagnostics)"] = evaluate("MLP (rerun, events_diagnostics)", m["oof"][keep],
-                                                            m["dev"], Y[keep], Yd, classes)
+        h, per["MLP (rerun, events_diagnostics)"] = evaluate(
+            "MLP (rerun, events_diagnostics)", m["oof"][keep], m["dev"], Y[keep], Yd, classes
+        )
         heads.append(h)
-        h, per["fusion (CNN + MLP) / 2"] = evaluate("fusion (CNN + MLP) / 2",
-                                                   ((oof + m["oof"]) / 2)[keep], (Pd + m["dev"]) / 2, Y[keep], Yd,
-                                                   classes)
+        h, per["fusion (CNN + MLP) / 2"] = evaluate(
+            "fusion (CNN + MLP) / 2", ((oof + m["oof"]) / 2)[keep], (Pd + m["dev"]) / 2, Y[keep], Yd, classes
+        )
         heads.append(h)
-    res = {"heads": heads, "per_class": per, "epochs": a.epochs, "ch": a.ch, "no_final": a.no_final, "partial": a.partial, "oof_s": t_oof, "total_s": time.time() - t_start}
+    res = {
+        "heads": heads,
+        "per_class": per,
+        "epochs": a.epochs,
+        "ch": a.ch,
+        "no_final": a.no_final,
+        "partial": a.partial,
+        "oof_s": t_oof,
+        "total_s": time.time() - t_start,
+    }
     (OUT / f"results_{tag}.json").write_text(json.dumps(res, indent=1, default=float))
-    md = ["| model | OOF AUC | OOF AP | DEV AUC | DEV AP | classes with OOF threshold | of them DEV P >= 0.90 |",
-          "|---|---|---|---|---|---|---|"]
+    md = [
+        "| model | OOF AUC | OOF AP | DEV AUC | DEV AP | classes with OOF threshold | of them DEV P >= 0.90 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for h in heads:
-        md.append(f"| {h['name']} | {h['oof_auc']:.3f} | {h['oof_ap']:.3f} | {h['dev_auc']:.3f} | {h['dev_ap']:.3f} "
-                  f"| {h['n_thr']} | {h['n_dev']} |")
+        md.append(
+            f"| {h['name']} | {h['oof_auc']:.3f} | {h['oof_ap']:.3f} | {h['dev_auc']:.3f} | {h['dev_ap']:.3f} "
+            f"| {h['n_thr']} | {h['n_dev']} |"
+        )
     for k, rows in per.items():
         md += ["", f"### {k}", "", table(rows)]
     (OUT / f"tables_{tag}.md").write_text("\n".join(md) + "\n")
@@ -372,8 +421,11 @@ def main():
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--ch", default="16,32,64,64", help="conv channels of the 4 blocks")
     ap.add_argument("--partial", action="store_true", help="evaluate the finished folds of an unfinished run")
-    ap.add_argument("--no-final", action="store_true",
-                    help="skip the all-fold model: DEV = mean of the K fold models (as events_diagnostics)")
+    ap.add_argument(
+        "--no-final",
+        action="store_true",
+        help="skip the all-fold model: DEV = mean of the K fold models (as events_diagnostics)",
+    )
     ap.add_argument("--pos-weight", type=float, default=5.0)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)

@@ -17,14 +17,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import train_events as te  # noqa: E402
+import train_events as te
 
 
 def lm1(x: np.ndarray) -> np.ndarray:
@@ -36,8 +33,11 @@ def lm1(x: np.ndarray) -> np.ndarray:
         W = M[a // 320 : max(a // 320 + 1, b // 320)]
         fl = np.maximum(np.diff(W, axis=0, prepend=W[:1]), 0)
         med = np.median(W, axis=0)
-        out.append(np.concatenate([W.max(0) - med, W.mean(0), W.std(0), np.percentile(W, 90, axis=0) - med,
-                                   fl.max(0), fl.mean(0)]))
+        out.append(
+            np.concatenate(
+                [W.max(0) - med, W.mean(0), W.std(0), np.percentile(W, 90, axis=0) - med, fl.max(0), fl.mean(0)]
+            )
+        )
     return np.asarray(out, np.float32)
 
 
@@ -69,8 +69,11 @@ def scores(P, T, mask=None):
     for j in range(T.shape[1]):
         m = (T[:, j] >= 0) & (mask if mask is not None else True)
         y = T[m, j] == 1
-        out.append((roc_auc_score(y, P[m, j]), average_precision_score(y, P[m, j])) if 3 <= y.sum() < len(y) - 3
-                   else (np.nan, np.nan))
+        out.append(
+            (roc_auc_score(y, P[m, j]), average_precision_score(y, P[m, j]))
+            if 3 <= y.sum() < len(y) - 3
+            else (np.nan, np.nan)
+        )
     return np.asarray(out)
 
 
@@ -99,15 +102,19 @@ def main():
         po, pdv = fit_predict(Xn[fold != k], Y[fold != k], [Xn[fold == k], Xdn], seed=k)
         oof[fold == k], Pd = po, Pd + pdv / (fold.max() + 1)
     so, sdv = scores(oof, Y), scores(Pd, Yd)
-    print(f"features {a.features} ({X.shape[1]}): OOF AUC {np.nanmean(so[:, 0]):.3f} AP {np.nanmean(so[:, 1]):.3f} | "
-          f"DEV AUC {np.nanmean(sdv[:, 0]):.3f} AP {np.nanmean(sdv[:, 1]):.3f} (means over classes)")
+    print(
+        f"features {a.features} ({X.shape[1]}): OOF AUC {np.nanmean(so[:, 0]):.3f} AP {np.nanmean(so[:, 1]):.3f} | "
+        f"DEV AUC {np.nanmean(sdv[:, 0]):.3f} AP {np.nanmean(sdv[:, 1]):.3f} (means over classes)"
+    )
     scene = np.asarray([tr[i]["scene"] for i in cidx])
     for sc in ("quiet", "bed", "music", "speech", "speech_music"):
         s = scores(oof, Y, scene == sc)
         print(f"  OOF on {sc:12s} clips: AUC {np.nanmean(s[:, 0]):.3f} AP {np.nanmean(s[:, 1]):.3f}")
     if a.v:
         for j, c in enumerate(classes):
-            print(f"  {c[:32]:32s} OOF AUC {so[j, 0]:.3f} AP {so[j, 1]:.3f} | DEV AUC {sdv[j, 0]:.3f} AP {sdv[j, 1]:.3f}")
+            print(
+                f"  {c[:32]:32s} OOF AUC {so[j, 0]:.3f} AP {so[j, 1]:.3f} | DEV AUC {sdv[j, 0]:.3f} AP {sdv[j, 1]:.3f}"
+            )
 
 
 if __name__ == "__main__":

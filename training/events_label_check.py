@@ -14,13 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 SR = 16000
 
 
@@ -52,14 +49,19 @@ def sheet(items: list[tuple[dict, np.ndarray]], path: Path) -> None:
     fig, axes = plt.subplots(len(items), 1, figsize=(11, 1.9 * len(items)))
     for ax, (r, x) in zip(np.atleast_1d(axes), items):
         x = x[: 8 * SR]
-        M = librosa.power_to_db(librosa.feature.melspectrogram(y=x, sr=SR, n_fft=1024, hop_length=160, n_mels=80),
-                                ref=np.max, top_db=80)
+        M = librosa.power_to_db(
+            librosa.feature.melspectrogram(y=x, sr=SR, n_fft=1024, hop_length=160, n_mels=80), ref=np.max, top_db=80
+        )
         ax.imshow(M, origin="lower", aspect="auto", cmap="magma", extent=[0, len(x) / SR, 0, 80])
         env = np.sqrt(np.convolve(x**2, np.ones(320) / 320, "same"))
         ax.plot(np.arange(len(x)) / SR, 40 + 38 * env / (env.max() + 1e-9), color="cyan", lw=0.6)
         ax.set_yticks([])
-        ax.set_title(f"#{r['n']} {r['event']} | {r['pkg']}: {r['path'][-70:]} | {r['duration']:.2f}s "
-                     f"vad {r['vad_frac']:.2f}/{r['vad_max']:.2f}", fontsize=8, loc="left")
+        ax.set_title(
+            f"#{r['n']} {r['event']} | {r['pkg']}: {r['path'][-70:]} | {r['duration']:.2f}s "
+            f"vad {r['vad_frac']:.2f}/{r['vad_max']:.2f}",
+            fontsize=8,
+            loc="left",
+        )
         ax.tick_params(labelsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=70)
@@ -86,7 +88,7 @@ def main():
         r = {**r, "n": i + 1, "transcript": transcript(x) if r["vad_max"] > 0.5 else ""}
         items.append((r, x))
     for s in range(0, len(items), 10):
-        sheet(items[s:s + 10], a.out / f"sheet_{s // 10:02d}.png")
+        sheet(items[s : s + 10], a.out / f"sheet_{s // 10:02d}.png")
     (a.out / "sample.json").write_text(json.dumps([r for r, _ in items], indent=1))
     print(f"{len(items)} files -> {a.out}")
 

@@ -24,14 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import music_midi as mm  # noqa: E402
+import music_midi as mm
 
 SR = 16000
 CLIP_S = 10.0

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from music_corpus import cache_dir  # noqa: E402
+from music_corpus import cache_dir
 
 SPLIT_DIRS = {"train": "renders", "cal": "renders", "dev": "renders", "real": "real"}
 SPLIT_DIRS.update({s + "2": "renders" for s in ("train", "cal", "dev")})

@@ -18,14 +18,12 @@ supertux-data (GPL-2+/3+, CC-BY-SA), freedroidrpg-data (GPL-2+), megaglest-data 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import music_midi as mm  # noqa: E402
+import music_midi as mm
 
 SR = 16000
 CLIP = 10 * SR

@@ -17,42 +17,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from earmark.experts.probe.model import CNN_WEIGHTS, MEL_N, MEL_WIN_FRAMES, logmel, mel_windows  # noqa: E402
-from earmark.experts.probe.windows import SR, window_bounds  # noqa: E402
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def cache_logmels(tdir: Path, split: str, recs) -> None:
-    import soundfile as sf
-    mdir = tdir / "logmel"
-    mdir.mkdir(parents=True, exist_ok=True)
-    t0, done = time.time(), 0
-    for r in recs:
-        f = mdir / f"{r['sha1']}.npy"
-        if f.exists():
-            continue
-        x, sr = sf.read(tdir / "mixes" / split / f"{r['id']}.wav", dtype="float32")
-        assert sr == SR
-        np.save(f, logmel(x).astype(np.float16))
-        done += 1
-        if done % 500 == 0:
-            log(f"  logmel {split}: {done} ({(time.time() - t0) / done * 1000:.1f} ms/clip)")
+from earmark.experts.probe.model import CNN_WEIGHTS, MEL_N, MEL_WIN_FRAMES, mel_windows
+from earmark.experts.probe.windows import window_bounds
+from tagger_data import cache_logmels, holdout_ids, log, train_parts
 
 
 def load_windows(tdir: Path, split: str, recs):
     """(N, 100, 64) float16 windows, (N, 3) labels in {0, 1, -1 = don't care}, clip index."""
     import soundfile as sf
+
     X, Y, cidx = [], [], []
     for i, r in enumerate(recs):
         M = np.load(tdir / "logmel" / f"{r['sha1']}.npy").astype(np.float32)
@@ -84,9 +62,9 @@ def build_net(ch=(16, 32, 64, 64), hidden=64):
             self.drop = nn.Dropout(0.2)
             self.fc2 = nn.Linear(hidden, 3)
 
-        def forward(self, x):                      # x: (B, T, F) normalised log-mel
-            h = self.body(x[:, None])              # (B, C, T', F')
-            h = h.mean(dim=3)                      # average over frequency
+        def forward(self, x):  # x: (B, T, F) normalised log-mel
+            h = self.body(x[:, None])  # (B, C, T', F')
+            h = h.mean(dim=3)  # average over frequency
             h = torch.cat([h.amax(dim=2), h.mean(dim=2)], dim=1)
             return self.fc2(self.drop(torch.relu(self.fc1(h))))
 
@@ -96,6 +74,7 @@ def build_net(ch=(16, 32, 64, 64), hidden=64):
 def export_npz(net, norm, path: Path, meta: dict, extra: dict | None = None):
     """Fold BatchNorm into the convolutions and save plain float32 arrays."""
     from torch import nn
+
     w = {"mel_mu": norm[0].astype(np.float32), "mel_sd": norm[1].astype(np.float32)}
     mods = list(net.body)
     k = 0
@@ -119,26 +98,28 @@ def export_npz(net, norm, path: Path, meta: dict, extra: dict | None = None):
 
 def masked_bce(logits, y):
     import torch
+
     m = (y >= 0).float()
-    l = torch.nn.functional.binary_cross_entropy_with_logits(logits, y.clamp(min=0), reduction="none")
-    return (l * m).sum() / m.sum().clamp(min=1)
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, y.clamp(min=0), reduction="none")
+    return (loss * m).sum() / m.sum().clamp(min=1)
 
 
 def predict_torch(net, X, norm, bs=256):
     import torch
+
     net.eval()
     out = []
     mu, sd = torch.from_numpy(norm[0]), torch.from_numpy(norm[1])
     with torch.no_grad():
         for i in range(0, len(X), bs):
-            xb = (torch.from_numpy(X[i:i + bs].astype(np.float32)) - mu) / sd
+            xb = (torch.from_numpy(X[i : i + bs].astype(np.float32)) - mu) / sd
             out.append(torch.sigmoid(net(xb)).numpy())
     return np.concatenate(out) if out else np.zeros((0, 3), np.float32)
 
 
 def train_main(a, rest, tdir):
     import torch
-    from train_probe import holdout_ids, train_parts
+
     ap = argparse.ArgumentParser()
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--bs", type=int, default=64)
@@ -170,8 +151,10 @@ def train_main(a, rest, tdir):
     mu = Xtr[::7].astype(np.float32).mean(axis=(0, 1))
     sd = Xtr[::7].astype(np.float32).std(axis=(0, 1)) + 1e-3
     norm = (mu.astype(np.float32), sd.astype(np.float32))
-    log(f"cnn: {len(Xtr)} train windows, {len(Xho)} holdout windows; "
-        f"positives {(Ytr == 1).mean(0).round(3)}, masked {(Ytr < 0).mean(0).round(3)}")
+    log(
+        f"cnn: {len(Xtr)} train windows, {len(Xho)} holdout windows; "
+        f"positives {(Ytr == 1).mean(0).round(3)}, masked {(Ytr < 0).mean(0).round(3)}"
+    )
     ch = tuple(int(c) for c in b.ch.split(","))
     net = build_net(ch, b.hidden)
     log(f"params: {sum(p.numel() for p in net.parameters())}")
@@ -186,7 +169,7 @@ def train_main(a, rest, tdir):
         perm = rng.permutation(len(Xtr))
         t0, tot = time.time(), 0.0
         for s in range(steps):
-            idx = np.sort(perm[s * b.bs:(s + 1) * b.bs])
+            idx = np.sort(perm[s * b.bs : (s + 1) * b.bs])
             xb = torch.from_numpy(Xtr[idx].astype(np.float32))
             yb = torch.from_numpy(Ytr[idx])
             B = len(idx)
@@ -196,11 +179,13 @@ def train_main(a, rest, tdir):
             xb = (xb - mu_t) / sd_t
             for j in range(B):
                 if rng.random() < 0.5:
-                    t = int(rng.integers(0, 16)); t0_ = int(rng.integers(0, MEL_WIN_FRAMES - t + 1))
-                    xb[j, t0_:t0_ + t, :] = 0.0
+                    t = int(rng.integers(0, 16))
+                    t0_ = int(rng.integers(0, MEL_WIN_FRAMES - t + 1))
+                    xb[j, t0_ : t0_ + t, :] = 0.0
                 if rng.random() < 0.5:
-                    f = int(rng.integers(0, 10)); f0_ = int(rng.integers(0, MEL_N - f + 1))
-                    xb[j, :, f0_:f0_ + f] = 0.0
+                    f = int(rng.integers(0, 10))
+                    f0_ = int(rng.integers(0, MEL_N - f + 1))
+                    xb[j, :, f0_ : f0_ + f] = 0.0
             loss = masked_bce(net(xb), yb)
             opt.zero_grad()
             loss.backward()
@@ -212,19 +197,39 @@ def train_main(a, rest, tdir):
             lh = float(masked_bce(torch.logit(torch.from_numpy(ph).clamp(1e-6, 1 - 1e-6)), torch.from_numpy(Yho)))
         m = Yho >= 0
         acc = [float(((ph[:, h] >= 0.5) == (Yho[:, h] == 1))[m[:, h]].mean()) for h in range(3)]
-        hist.append({"epoch": ep + 1, "train_loss": tot / steps, "hold_loss": lh, "hold_win_acc": acc,
-                     "s": round(time.time() - t0, 1)})
-        log(f"epoch {ep + 1}: train loss {tot / steps:.4f} holdout loss {lh:.4f} "
-            f"win acc {np.round(acc, 3)} ({time.time() - t0:.0f} s)")
+        hist.append(
+            {
+                "epoch": ep + 1,
+                "train_loss": tot / steps,
+                "hold_loss": lh,
+                "hold_win_acc": acc,
+                "s": round(time.time() - t0, 1),
+            }
+        )
+        log(
+            f"epoch {ep + 1}: train loss {tot / steps:.4f} holdout loss {lh:.4f} "
+            f"win acc {np.round(acc, 3)} ({time.time() - t0:.0f} s)"
+        )
         if lh < best[0]:
             best = (lh, {k: v.clone() for k, v in net.state_dict().items()}, ep + 1)
     net.load_state_dict(best[1])
     net.eval()
-    meta = {"trained": time.strftime("%Y-%m-%d %H:%M"), "epochs": b.epochs, "best_epoch": best[2],
-            "ch": ch, "hidden": b.hidden, "lr": b.lr, "wd": b.wd, "bs": b.bs, "seed": b.seed,
-            "n_train_windows": int(len(Xtr)), "history": hist, "label_version": recs[0].get("label_version")}
+    meta = {
+        "trained": time.strftime("%Y-%m-%d %H:%M"),
+        "epochs": b.epochs,
+        "best_epoch": best[2],
+        "ch": ch,
+        "hidden": b.hidden,
+        "lr": b.lr,
+        "wd": b.wd,
+        "bs": b.bs,
+        "seed": b.seed,
+        "n_train_windows": int(len(Xtr)),
+        "history": hist,
+        "label_version": recs[0].get("label_version"),
+    }
     export_npz(net, norm, out, meta)
-    torch.save(net.state_dict(), tdir / (out.stem + ".pt"))   # torch copy stays in the cache
+    torch.save(net.state_dict(), tdir / (out.stem + ".pt"))  # torch copy stays in the cache
     log(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB), best epoch {best[2]}")
 
 
@@ -240,7 +245,7 @@ def main():
         for split in a.splits.split(","):
             p = tdir / "mixes" / f"{split}.jsonl"
             if p.exists():
-                cache_logmels(tdir, split, [json.loads(l) for l in open(p)])
+                cache_logmels(tdir, split, [json.loads(line) for line in open(p)])
         return
     train_main(a, rest, tdir)
 

@@ -38,10 +38,10 @@ from pathlib import Path
 
 import numpy as np
 
+from earmark.experts.probe.events import EVENT_CLASSES, EVENT_WEIGHTS, LABEL_SET
+from earmark.experts.probe.model import FEATURE_VERSION_MUSICNN_MID, MUSICNN_MID_VERSION
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from earmark.experts.probe.events import EVENT_CLASSES, EVENT_WEIGHTS, LABEL_SET  # noqa: E402
-from earmark.experts.probe.model import FEATURE_VERSION_MUSICNN_MID, MUSICNN_MID_VERSION  # noqa: E402
 
 PRECISION_BAR = 0.90
 MIN_OOF_HITS = 10  # true positive windows at the threshold, out of fold
@@ -112,8 +112,20 @@ def _layers(net) -> list:
     return [(m.weight.detach().numpy().T.copy(), m.bias.detach().numpy().copy()) for m in lin]
 
 
-def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
-            dropout: float = 0.5, patience: int = 8, pos_weight: float = 5.0):
+def fit_mlp(
+    X,
+    Y,
+    Xv,
+    Yv,
+    hidden: int,
+    epochs: int,
+    seed: int,
+    lr: float = 1e-3,
+    wd: float = 1e-2,
+    dropout: float = 0.5,
+    patience: int = 8,
+    pos_weight: float = 5.0,
+):
     """`_mlp` with early stopping on (Xv, Yv). Returns [(W, b), ...]."""
     import torch
 
@@ -127,8 +139,17 @@ def fit_mlp(X, Y, Xv, Yv, hidden: int, epochs: int, seed: int, lr: float = 1e-3,
     return layers
 
 
-def fit_mlp_fixed(X, Y, hidden: int, epochs: int, seed: int, lr: float = 1e-3, wd: float = 1e-2,
-                  dropout: float = 0.5, pos_weight: float = 5.0):
+def fit_mlp_fixed(
+    X,
+    Y,
+    hidden: int,
+    epochs: int,
+    seed: int,
+    lr: float = 1e-3,
+    wd: float = 1e-2,
+    dropout: float = 0.5,
+    pos_weight: float = 5.0,
+):
     """`_mlp` trained for a fixed number of epochs, mini-batches of 256 in a seeded order (no early-stopping
     split). Returns [(W, b), ...]."""
     import torch
@@ -194,8 +215,13 @@ def choose_threshold(q: np.ndarray, y: np.ndarray) -> tuple[float | None, dict]:
             return float(t), {"precision": round(p, 4), "recall": round(r, 4), "hits": tp, "positives": npos}
     best = max(T_GRID, key=lambda t: (np.nan_to_num(pr_at(q, y, float(t))[0]), -t))
     p, r, tp, npos = pr_at(q, y, float(best))
-    return None, {"precision": round(float(np.nan_to_num(p)), 4), "recall": round(float(np.nan_to_num(r)), 4),
-                  "hits": tp, "positives": npos, "best_threshold": float(best)}
+    return None, {
+        "precision": round(float(np.nan_to_num(p)), 4),
+        "recall": round(float(np.nan_to_num(r)), 4),
+        "hits": tp,
+        "positives": npos,
+        "best_threshold": float(best),
+    }
 
 
 def file_support(recs: list[dict], cls: str) -> tuple[int, int]:
@@ -213,8 +239,9 @@ def train(a) -> None:
     tdir = a.cache / a.tag
     if a.tiny and not (tdir / "mixes" / "ev_dev.jsonl").exists():  # download, scan, mix (domain + event mixes)
         step = "events" if (tdir / "sources.jsonl").exists() else "all"
-        subprocess.run([sys.executable, str(HERE / "build_corpus.py"), step, "--tiny", "--cache", str(a.cache)],
-                       check=True)
+        subprocess.run(
+            [sys.executable, str(HERE / "build_corpus.py"), step, "--tiny", "--cache", str(a.cache)], check=True
+        )
     tr, dv = load(tdir, "ev_train"), load(tdir, "ev_dev")
     meta = json.loads((tdir / "mixes" / "ev_train.meta.json").read_text())
     classes, by_file = meta["classes"], set(meta["oof_by_file"])
@@ -263,16 +290,29 @@ def train(a) -> None:
         dp, dr, dtp, dpos = pr_at(qd, Yd[md, j], t_rep)
         nf, npk = file_support(dv, c)
         ntf, ntp = file_support(tr, c)
-        out_classes.append({
-            "name": c, "in_evidence": thr is not None, "threshold": t_rep, "calibration": cal,
-            "oof": {**oof_stats, "split": "by file" if c in by_file else "by package"},
-            "dev": {"precision": None if np.isnan(dp) else round(dp, 4),
-                    "recall": None if np.isnan(dr) else round(dr, 4), "hits": dtp, "positives": dpos,
-                    "files": nf, "packages": npk},
-            "train_files": ntf, "train_packages": ntp,
-        })
-        log(f"  {c:34s} thr {t_rep:.2f} {'EVID' if thr is not None else 'out '} OOF P {oof_stats['precision']:.3f} "
-            f"R {oof_stats['recall']:.3f} | DEV P {dp:.3f} R {dr:.3f} (pos {dpos}, files {nf}, pkgs {npk})")
+        out_classes.append(
+            {
+                "name": c,
+                "in_evidence": thr is not None,
+                "threshold": t_rep,
+                "calibration": cal,
+                "oof": {**oof_stats, "split": "by file" if c in by_file else "by package"},
+                "dev": {
+                    "precision": None if np.isnan(dp) else round(dp, 4),
+                    "recall": None if np.isnan(dr) else round(dr, 4),
+                    "hits": dtp,
+                    "positives": dpos,
+                    "files": nf,
+                    "packages": npk,
+                },
+                "train_files": ntf,
+                "train_packages": ntp,
+            }
+        )
+        log(
+            f"  {c:34s} thr {t_rep:.2f} {'EVID' if thr is not None else 'out '} OOF P {oof_stats['precision']:.3f} "
+            f"R {oof_stats['recall']:.3f} | DEV P {dp:.3f} R {dr:.3f} (pos {dpos}, files {nf}, pkgs {npk})"
+        )
     wpath = a.out_dir / ("events_weights_tiny.npz" if a.tiny else EVENT_WEIGHTS.name)
     cpath = a.out_dir / ("events_classes_tiny.json" if a.tiny else EVENT_CLASSES.name)
     arrays = {"mu": mu.astype(np.float32), "sd": sd.astype(np.float32)}
@@ -283,12 +323,18 @@ def train(a) -> None:
     a.out_dir.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(wpath, **arrays)
     doc = {
-        "label_set": LABEL_SET, "weights": wpath.name,
+        "label_set": LABEL_SET,
+        "weights": wpath.name,
         "feature_version": FEATURE_VERSION_MUSICNN_MID if a.features != "v1" else "v1",
         "weights_sha256": hashlib.sha256(wpath.read_bytes()).hexdigest(),
-        "trained": time.strftime("%Y-%m-%d %H:%M"), "seed": a.seed, "hidden": a.hidden,
-        "schedule": a.schedule, "epochs": a.epochs, "members": len(members),
-        "precision_bar": PRECISION_BAR, "min_oof_hits": MIN_OOF_HITS,
+        "trained": time.strftime("%Y-%m-%d %H:%M"),
+        "seed": a.seed,
+        "hidden": a.hidden,
+        "schedule": a.schedule,
+        "epochs": a.epochs,
+        "members": len(members),
+        "precision_bar": PRECISION_BAR,
+        "min_oof_hits": MIN_OOF_HITS,
         "train": {"clips": len(tr), "windows": int(len(X)), "folds": K},
         "dev": {"clips": len(dv), "windows": int(len(Xd))},
         "threshold_rule": "lowest calibrated probability with out-of-fold precision >= precision_bar (TRAIN only)",
@@ -301,8 +347,10 @@ def train(a) -> None:
     print(md)
     n_ev = sum(c["in_evidence"] for c in out_classes)
     n_dev = sum(c["in_evidence"] and (c["dev"]["precision"] or 0) >= PRECISION_BAR for c in out_classes)
-    log(f"wrote {wpath} ({wpath.stat().st_size / 1e6:.2f} MB) and {cpath}: {len(classes)} classes, {n_ev} in "
-        f"evidence (OOF), {n_dev} of them with DEV precision >= {PRECISION_BAR}")
+    log(
+        f"wrote {wpath} ({wpath.stat().st_size / 1e6:.2f} MB) and {cpath}: {len(classes)} classes, {n_ev} in "
+        f"evidence (OOF), {n_dev} of them with DEV precision >= {PRECISION_BAR}"
+    )
 
 
 def report_markdown(doc: dict) -> str:
@@ -311,18 +359,25 @@ def report_markdown(doc: dict) -> str:
     def f(v):
         return "–" if v is None else f"{v:.2f}"
 
-    rows = ["| class | in evidence | threshold | OOF P | OOF R | DEV P | DEV R | DEV positive windows | DEV files / "
-            "packages | TRAIN files / packages |", "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = [
+        "| class | in evidence | threshold | OOF P | OOF R | DEV P | DEV R | DEV positive windows | DEV files / "
+        "packages | TRAIN files / packages |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in sorted(doc["classes"], key=lambda c: (not c["in_evidence"], -(c["dev"]["precision"] or 0), c["name"])):
         o, d = c["oof"], c["dev"]
-        rows.append(f"| {c['name']} | {'yes' if c['in_evidence'] else 'no'} | {c['threshold']:.2f} | "
-                    f"{f(o['precision'])} | {f(o['recall'])} | {f(d['precision'])} | {f(d['recall'])} | "
-                    f"{d['positives']} | {d['files']} / {d['packages']} | {c['train_files']} / {c['train_packages']} |")
+        rows.append(
+            f"| {c['name']} | {'yes' if c['in_evidence'] else 'no'} | {c['threshold']:.2f} | "
+            f"{f(o['precision'])} | {f(o['recall'])} | {f(d['precision'])} | {f(d['recall'])} | "
+            f"{d['positives']} | {d['files']} / {d['packages']} | {c['train_files']} / {c['train_packages']} |"
+        )
     ev = [c for c in doc["classes"] if c["in_evidence"]]
     ok = [c for c in ev if (c["dev"]["precision"] or 0) >= doc["precision_bar"] and c["dev"]["hits"] > 0]
     rows.append("")
-    rows.append(f"{len(doc['classes'])} classes; {len(ev)} in evidence (OOF precision >= {doc['precision_bar']} with "
-                f">= {doc['min_oof_hits']} hits); {len(ok)} of them reach DEV precision >= {doc['precision_bar']}.")
+    rows.append(
+        f"{len(doc['classes'])} classes; {len(ev)} in evidence (OOF precision >= {doc['precision_bar']} with "
+        f">= {doc['min_oof_hits']} hits); {len(ok)} of them reach DEV precision >= {doc['precision_bar']}."
+    )
     return "\n".join(rows)
 
 
@@ -332,15 +387,23 @@ def main():
     ap.add_argument("--tag", default=None, help="cache sub-folder of the corpus (default tagger; tagger-tiny)")
     ap.add_argument("--out-dir", type=Path, default=None, help="where the weights and class file go")
     ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--schedule", choices=("fixed", "early-stopping"), default="fixed",
-                    help="fixed: the K fold models, each trained --epochs epochs, are the shipped ensemble (chosen "
-                         "over early-stopping because more classes pass the out-of-fold precision rule, 9 vs 5: a "
-                         "TRAIN-only criterion); early-stopping: one model on all folds, stopped on a 10 %% split")
+    ap.add_argument(
+        "--schedule",
+        choices=("fixed", "early-stopping"),
+        default="fixed",
+        help="fixed: the K fold models, each trained --epochs epochs, are the shipped ensemble (chosen "
+        "over early-stopping because more classes pass the out-of-fold precision rule, 9 vs 5: a "
+        "TRAIN-only criterion); early-stopping: one model on all folds, stopped on a 10 %% split",
+    )
     ap.add_argument("--epochs", type=int, default=None, help="default: 25 (fixed), 60 (early-stopping)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cache-shard", default="", metavar="I/N", help="only fill the feature cache, shard I of N")
-    ap.add_argument("--features", choices=("v1+mn1mid", "v1"), default="v1+mn1mid",
-                    help="window features (v1 alone: an ablation, not for shipping)")
+    ap.add_argument(
+        "--features",
+        choices=("v1+mn1mid", "v1"),
+        default="v1+mn1mid",
+        help="window features (v1 alone: an ablation, not for shipping)",
+    )
     ap.add_argument("--tiny", action="store_true")
     a = ap.parse_args()
     a.tag = a.tag or ("tagger-tiny" if a.tiny else "tagger")

@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import music_midi as mm  # noqa: E402
-from music_corpus import cache_dir  # noqa: E402
-from music_features import clips, load_split  # noqa: E402
+import music_midi as mm
+from music_corpus import cache_dir
+from music_features import clips, load_split
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "experts" / "musictags"

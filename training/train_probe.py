@@ -24,43 +24,17 @@ from pathlib import Path
 
 import numpy as np
 
+from earmark.experts.probe.model import FEATURE_VERSION, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate
+from earmark.experts.probe.windows import DOMAINS, SR
+from tagger_data import cache_logmels, holdout_ids, load_split, log, train_parts
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from earmark.experts.probe.model import FEATURE_VERSION, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate  # noqa: E402
-from earmark.experts.probe.windows import DOMAINS, SR, domain_code  # noqa: E402
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def load_split(tdir: Path, split: str):
-    return [json.loads(l) for l in open(tdir / "mixes" / f"{split}.jsonl")]
-
-
-TRAIN_PARTS = ("train", "train2")   # m3 mixes + the x1 extension (if built)
-
-
-def train_parts(tdir: Path, use_ext: bool = True):
-    """[(split, records)] of the TRAIN mixes that exist."""
-    return [(sp, load_split(tdir, sp)) for sp in TRAIN_PARTS
-            if (tdir / "mixes" / f"{sp}.jsonl").exists() and (use_ext or sp == "train")]
-
-
-def holdout_ids(recs, frac: float, seed: int = 0) -> set:
-    """Clip-level TRAIN holdout, stratified by (requested) domain; shared by the MLP and the CNN."""
-    rng = np.random.default_rng(seed)
-    hold = set()
-    for d in DOMAINS:
-        ids = [i for i, r in enumerate(recs) if r["domain"] == d]
-        rng.shuffle(ids)
-        hold.update(ids[: max(1, int(round(frac * len(ids))))])
-    return hold
 
 
 def features_for(tdir: Path, split: str, recs, fx_holder: list):
     """Per-clip window features, cached as <tdir>/features/<version>/<id>.npy."""
     import soundfile as sf
+
     fdir = tdir / "features" / FEATURE_VERSION
     fdir.mkdir(parents=True, exist_ok=True)
     X, Y, clip_idx = [], [], []
@@ -86,17 +60,20 @@ def features_for(tdir: Path, split: str, recs, fx_holder: list):
     return np.concatenate(X), np.concatenate(Y), np.asarray(clip_idx)
 
 
-def musicnn_features_for(tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1),
-                         kind: str = "mn1"):
+def musicnn_features_for(
+    tdir: Path, split: str, recs, holder: list, shard: tuple[int, int] = (0, 1), kind: str = "mn1"
+):
     """Per-clip musicnn window features, cached as <tdir>/features/<kind>/<sha1>.npy; rows align with
     features_for(). kind "mn1": 50 MTT tags + 200-d embedding per 2 s window, each clip's rows transformed
     by model.musicnn_block(); "mn1mid": max | mean of the 753 front-/mid-end features (float16 cache); see
     experts/probe/musicnn.py. With shard=(i, n) only every n-th clip from i is computed (parallel cache
     filling) and nothing is returned."""
     import soundfile as sf
+
     from earmark.experts.probe.model import MUSICNN_MID_VERSION, MUSICNN_VERSION, musicnn_block
     from earmark.experts.probe.musicnn import Musicnn, window_features, window_midend
     from earmark.experts.probe.windows import window_bounds
+
     assert kind in (MUSICNN_VERSION, MUSICNN_MID_VERSION), kind
     block = musicnn_block if kind == MUSICNN_VERSION else (lambda M: M.astype(np.float32))
     compute = window_features if kind == MUSICNN_VERSION else window_midend
@@ -137,7 +114,7 @@ def train_early_stopped(net, opt, mloss, xt, yt, xv, yv, epochs, patience, rng):
         net.train()
         perm = torch.from_numpy(rng.permutation(len(xt)))
         for i in range(0, len(xt), 256):
-            idx = perm[i:i + 256]
+            idx = perm[i : i + 256]
             loss = mloss(net(xt[idx]), yt[idx])
             opt.zero_grad()
             loss.backward()
@@ -161,6 +138,7 @@ def fit_mlp_masked(Xtr, Ytr, Xva, Yva, mu, sd, hidden, wd, epochs, seed, patienc
     Early stopping on the masked loss of the clip-level holdout windows."""
     import torch
     from torch import nn
+
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
@@ -179,8 +157,8 @@ def fit_mlp_masked(Xtr, Ytr, Xva, Yva, mu, sd, hidden, wd, epochs, seed, patienc
 
     def mloss(z, y):
         m = (y >= 0).float()
-        l = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none")
-        return (l * m).sum() / m.sum().clamp(min=1)
+        loss = nn.functional.binary_cross_entropy_with_logits(z, y.clamp(min=0), reduction="none")
+        return (loss * m).sum() / m.sum().clamp(min=1)
 
     layers, best_epoch, _ = train_early_stopped(net, opt, mloss, xt, yt, xv, yv, epochs, patience, rng)
     return layers, best_epoch
@@ -221,8 +199,9 @@ def choose_thresholds(pw: np.ndarray, clip_idx: np.ndarray, recs, agg: str):
 def train(a):
     tdir = a.cache / ("tagger-tiny" if a.tiny else "tagger")
     if a.tiny and not (tdir / "mixes" / "dev.jsonl").exists():
-        subprocess.run([sys.executable, str(HERE / "build_corpus.py"), "all", "--tiny",
-                        "--cache", str(a.cache)], check=True)
+        subprocess.run(
+            [sys.executable, str(HERE / "build_corpus.py"), "all", "--tiny", "--cache", str(a.cache)], check=True
+        )
     parts = train_parts(tdir, not a.no_ext)
     recs, Xs, Ys, cs, hs = [], [], [], [], []
     fx, mn = [], []
@@ -232,13 +211,14 @@ def train(a):
             prs = [prs[i] for i in sorted(rng0.choice(len(prs), size=min(a.limit, len(prs)), replace=False))]
         log(f"{sp} clips: {len(prs)}")
         if a.musicnn_cache:
-            musicnn_features_for(tdir, sp, prs, mn, tuple(int(v) for v in a.musicnn_cache.split("/")),
-                                 a.musicnn or "mn1")
+            musicnn_features_for(
+                tdir, sp, prs, mn, tuple(int(v) for v in a.musicnn_cache.split("/")), a.musicnn or "mn1"
+            )
             continue
         X_, Y_, c_ = features_for(tdir, sp, prs, fx)
         if a.musicnn:
             X_ = np.concatenate([X_, musicnn_features_for(tdir, sp, prs, mn, kind=a.musicnn)], axis=1)
-        h_ = holdout_ids(prs, a.holdout, a.seed)   # clip-level holdout, stratified by domain
+        h_ = holdout_ids(prs, a.holdout, a.seed)  # clip-level holdout, stratified by domain
         hs.append(np.isin(c_, sorted(h_)))
         Xs.append(X_), Ys.append(Y_), cs.append(c_ + len(recs))
         recs += prs
@@ -246,16 +226,19 @@ def train(a):
         return tdir
     X, Y, cidx, hmask = np.concatenate(Xs), np.concatenate(Ys), np.concatenate(cs), np.concatenate(hs)
     hold = set(np.unique(cidx[hmask]).tolist())
-    log(f"windows: {X.shape}, positives per head: {(Y == 1).mean(axis=0).round(3)}, "
-        f"masked: {(Y < 0).mean(axis=0).round(3)}")
+    log(
+        f"windows: {X.shape}, positives per head: {(Y == 1).mean(axis=0).round(3)}, "
+        f"masked: {(Y < 0).mean(axis=0).round(3)}"
+    )
     Xtr, Ytr = X[~hmask], Y[~hmask]
     mu = Xtr.mean(axis=0)
     sd = Xtr.std(axis=0) + 1e-4
     fv = f"{FEATURE_VERSION}+{a.musicnn}" if a.musicnn else FEATURE_VERSION
     hidden = tuple(int(h) for h in a.hidden.split(",") if h)
     t0 = time.time()
-    layers, n_ep = fit_mlp_masked(Xtr, Ytr, X[hmask], Y[hmask], mu, sd, hidden, a.alpha, a.epochs, a.seed,
-                                   dropout=a.dropout, lr=a.lr)
+    layers, n_ep = fit_mlp_masked(
+        Xtr, Ytr, X[hmask], Y[hmask], mu, sd, hidden, a.alpha, a.epochs, a.seed, dropout=a.dropout, lr=a.lr
+    )
     log(f"MLP {hidden} trained in {time.time() - t0:.0f}s, best epoch {n_ep}")
     weights = {"mu": mu.astype(np.float32), "sd": sd.astype(np.float32)}
     for i, (W, b) in enumerate(layers):
@@ -263,8 +246,7 @@ def train(a):
         weights[f"b{i}"] = b.astype(np.float32)
     # choose aggregation + thresholds on the holdout clips (TRAIN sources only)
     tmp = a.out.with_suffix(".tmp.npz")
-    np.savez(tmp, **weights, thresholds=np.array([0.5, 0.5, 0.5], np.float32), agg="max",
-             feature_version=fv)
+    np.savez(tmp, **weights, thresholds=np.array([0.5, 0.5, 0.5], np.float32), agg="max", feature_version=fv)
     mlp = MLP(tmp)
     tmp.unlink()
     pw = mlp.predict(X[hmask])
@@ -279,13 +261,27 @@ def train(a):
         if best is None or acc > best[2] + 1e-9:
             best = (agg, t, acc)
     agg, thr, acc = best
-    meta = {"trained": time.strftime("%Y-%m-%d %H:%M"), "n_train_clips": len(recs) - len(hold),
-            "n_holdout_clips": len(hold), "n_windows": int(len(Xtr)), "hidden": hidden,
-            "alpha": a.alpha, "dropout": a.dropout, "lr": a.lr, "seed": a.seed, "label_version": recs[0].get("label_version"), "holdout_domain_acc": acc, "agg": agg,
-            "thresholds": thr, "feature_version": fv, "dim": int(X.shape[1])}
+    meta = {
+        "trained": time.strftime("%Y-%m-%d %H:%M"),
+        "n_train_clips": len(recs) - len(hold),
+        "n_holdout_clips": len(hold),
+        "n_windows": int(len(Xtr)),
+        "hidden": hidden,
+        "alpha": a.alpha,
+        "dropout": a.dropout,
+        "lr": a.lr,
+        "seed": a.seed,
+        "label_version": recs[0].get("label_version"),
+        "holdout_domain_acc": acc,
+        "agg": agg,
+        "thresholds": thr,
+        "feature_version": fv,
+        "dim": int(X.shape[1]),
+    }
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    np.savez_compressed(a.out, **weights, thresholds=np.asarray(thr, np.float32), agg=agg,
-                        feature_version=fv, meta=json.dumps(meta))
+    np.savez_compressed(
+        a.out, **weights, thresholds=np.asarray(thr, np.float32), agg=agg, feature_version=fv, meta=json.dumps(meta)
+    )
     log(f"wrote {a.out} ({a.out.stat().st_size / 1e6:.2f} MB): {json.dumps(meta)}")
     return tdir
 
@@ -312,9 +308,10 @@ def selection_sets(tdir: Path, tiny: bool):
 def window_probs_for(tdir, split, recs, tagger, fx):
     """MLP and CNN window probabilities per clip: list of (p_mlp (n,3), p_cnn (n,3))."""
     import soundfile as sf
+
     from earmark.experts.probe.model import mel_windows
-    from train_cnn import cache_logmels
     from earmark.experts.probe.windows import window_bounds
+
     X, _, cidx = features_for(tdir, split, recs, fx)
     cache_logmels(tdir, split, recs)
     pm = tagger.mlp.predict(X)
@@ -330,11 +327,12 @@ def window_probs_for(tdir, split, recs, tagger, fx):
 def _best_simple(data, h, names=None):
     """Best (w_mlp, rule, ratio, threshold) for head h: mean clip accuracy over the sets."""
     from earmark.experts.probe.model import clip_scores
+
     best = None
     for w in W_MLP:
         for rule, ratio in RULES:
             accs = []
-            for name, (wp, T, _, idx) in data.items():
+            for wp, T, _, idx in data.values():
                 S = np.asarray([clip_scores(w * pm + (1 - w) * pc, [rule] * 3, [ratio] * 3)[h] for pm, pc in wp])
                 t = T[:, h]
                 m = (t >= 0) & idx
@@ -356,7 +354,9 @@ def select(a):
     (mean over the sets); then fit the chosen method on all selection clips. DEV is not read.
     The reported selection-set accuracies are out-of-fold."""
     from sklearn.linear_model import LogisticRegression
+
     from earmark.experts.probe.model import CNN_WEIGHTS, DECISION, Tagger, clip_scores, stack_features
+
     tdir = a.cache / ("tagger-tiny" if a.tiny else "tagger")
     wpath = a.out
     cpath = (tdir / "cnn_weights_tiny.npz") if a.tiny else CNN_WEIGHTS
@@ -368,13 +368,17 @@ def select(a):
     rng = np.random.default_rng(0)
     for name, (split, recs) in sets.items():
         wp = window_probs_for(tdir, split, recs, tagger, fx)
-        data[name] = (wp, np.asarray([clip_truth(r) for r in recs]), [r["domain"] for r in recs],
-                      np.ones(len(recs), bool))
+        data[name] = (
+            wp,
+            np.asarray([clip_truth(r) for r in recs]),
+            [r["domain"] for r in recs],
+            np.ones(len(recs), bool),
+        )
         log(f"selection set {name}: {len(recs)} clips")
     fold = {n: rng.integers(0, 5, len(d[1])) for n, d in data.items()}
     F = {n: np.stack([stack_features(pm, pc) for pm, pc in d[0]]) for n, d in data.items()}
     K = 5 if not a.tiny else 2
-    oof = {n: {} for n in data}   # name -> head -> (simple pred, stack pred) out of fold
+    oof = {n: {} for n in data}  # name -> head -> (simple pred, stack pred) out of fold
     dec = {"w_mlp": [], "rules": [], "ratios": [], "thresholds": [], "stack": {}, "cv": {}}
     for h, head in enumerate(HEADS):
         ps = {n: np.zeros(len(d[1]), bool) for n, d in data.items()}
@@ -387,15 +391,22 @@ def select(a):
             clf = LogisticRegression(C=0.1, max_iter=3000).fit(Ftr, ytr) if len(set(ytr)) > 1 else None
             for n, d in data.items():
                 te = fold[n] == k
-                S = np.asarray([clip_scores(w * pm + (1 - w) * pc, [rule] * 3, [ratio] * 3)[h]
-                                for (pm, pc), t in zip(d[0], te) if t])
+                S = np.asarray(
+                    [
+                        clip_scores(w * pm + (1 - w) * pc, [rule] * 3, [ratio] * 3)[h]
+                        for (pm, pc), t in zip(d[0], te)
+                        if t
+                    ]
+                )
                 ps[n][te] = S >= th
                 pk[n][te] = (clf.predict_proba(F[n][te])[:, 1] >= 0.5) if clf is not None else S >= th
         cv = {}
         for n, d in data.items():
             m = d[1][:, h] >= 0
-            cv[n] = {"simple": float((ps[n] == (d[1][:, h] == 1))[m].mean()),
-                     "stack": float((pk[n] == (d[1][:, h] == 1))[m].mean())}
+            cv[n] = {
+                "simple": float((ps[n] == (d[1][:, h] == 1))[m].mean()),
+                "stack": float((pk[n] == (d[1][:, h] == 1))[m].mean()),
+            }
         use_stack = np.mean([c["stack"] for c in cv.values()]) > np.mean([c["simple"] for c in cv.values()]) + 0.002
         w, rule, ratio, th = _best_simple(data, h)
         if use_stack:
@@ -408,15 +419,20 @@ def select(a):
             oof[n][h] = pk[n] if use_stack else ps[n]
         dec["w_mlp"].append(w), dec["rules"].append(rule), dec["ratios"].append(ratio), dec["thresholds"].append(th)
         dec["cv"][head] = cv
-        log(f"{head}: {'stacker' if use_stack else f'w_mlp={w} rule={rule} ratio={ratio} t={th}'}; "
-            f"{K}-fold clip acc " + ", ".join(f"{n} simple {c['simple']:.4f} stack {c['stack']:.4f}" for n, c in cv.items()))
+        log(
+            f"{head}: {'stacker' if use_stack else f'w_mlp={w} rule={rule} ratio={ratio} t={th}'}; "
+            f"{K}-fold clip acc "
+            + ", ".join(f"{n} simple {c['simple']:.4f} stack {c['stack']:.4f}" for n, c in cv.items())
+        )
     summary = {}
-    for n, (wp, T, doms, _) in data.items():
+    for n, (_wp, T, doms, _) in data.items():
         pred = np.stack([oof[n][h] for h in range(3)], axis=1)
         ok = ((pred == (T == 1)) | (T < 0)).all(axis=1)
         per = {d: float(np.mean([o for o, dd in zip(ok, doms) if dd == d])) for d in DOMAINS if d in doms}
         summary[n] = {"n": int(len(ok)), "domain_acc_oof": float(ok.mean()), "per_domain_oof": per}
-        log(f"{n}: out-of-fold domain accuracy {ok.mean():.4f}  per domain {dict((d, round(v, 3)) for d, v in per.items())}")
+        log(
+            f"{n}: out-of-fold domain accuracy {ok.mean():.4f}  per domain {dict((d, round(v, 3)) for d, v in per.items())}"
+        )
     dec["selection"] = summary
     dec["selected"] = time.strftime("%Y-%m-%d %H:%M")
     dec["models"] = [Path(wpath).name, Path(cpath).name]
@@ -440,12 +456,21 @@ def main():
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--no-ext", action="store_true", help="ignore the train2 (x1 extension) mixes")
     ap.add_argument("--no-eval", action="store_true")
-    ap.add_argument("--musicnn", choices=("mn1", "mn1mid"), default=None,
-                    help="append musicnn window features: mn1 = tags + embedding, mn1mid = pooled mid-end")
-    ap.add_argument("--musicnn-cache", default="", metavar="I/N",
-                    help="only fill the musicnn feature cache for shard I of N (run N of these in parallel)")
-    ap.add_argument("--select", action="store_true",
-                    help="only choose the MLP/CNN fusion + decision rule (needs both weights)")
+    ap.add_argument(
+        "--musicnn",
+        choices=("mn1", "mn1mid"),
+        default=None,
+        help="append musicnn window features: mn1 = tags + embedding, mn1mid = pooled mid-end",
+    )
+    ap.add_argument(
+        "--musicnn-cache",
+        default="",
+        metavar="I/N",
+        help="only fill the musicnn feature cache for shard I of N (run N of these in parallel)",
+    )
+    ap.add_argument(
+        "--select", action="store_true", help="only choose the MLP/CNN fusion + decision rule (needs both weights)"
+    )
     a = ap.parse_args()
     np.random.seed(a.seed)
     if a.out is None:
@@ -457,12 +482,29 @@ def main():
         return
     train(a)
     if a.tiny:  # CI smoke run: tiny CNN (1 epoch) + fusion selection
-        subprocess.run([sys.executable, str(HERE / "train_cnn.py"), "train", "--tiny", "--cache", str(a.cache),
-                        "--epochs", "1", "--ch", "8,8,16,16", "--hidden", "16"], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "train_cnn.py"),
+                "train",
+                "--tiny",
+                "--cache",
+                str(a.cache),
+                "--epochs",
+                "1",
+                "--ch",
+                "8,8,16,16",
+                "--hidden",
+                "16",
+            ],
+            check=True,
+        )
         select(a)
     if a.tiny and not a.no_eval:
-        subprocess.run([sys.executable, str(HERE / "eval_dev.py"), "--tiny", "--cache", str(a.cache),
-                        "--weights", str(a.out)], check=True)
+        subprocess.run(
+            [sys.executable, str(HERE / "eval_dev.py"), "--tiny", "--cache", str(a.cache), "--weights", str(a.out)],
+            check=True,
+        )
 
 
 if __name__ == "__main__":
