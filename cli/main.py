@@ -33,7 +33,10 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("DO_NOT_TRACK", "1")
@@ -60,9 +63,6 @@ from earmark.cli.commands import (  # noqa: E402
 )
 from earmark.core.config import ConfigError  # noqa: E402
 from earmark.core.interrupts import EXIT_INTERRUPTED, interruptible  # noqa: E402
-
-# long-running commands: Ctrl-C / SIGTERM stop them within seconds, resumable (earmark.core.interrupts)
-INTERRUPTIBLE = (cmd_build, cmd_demo, cmd_rerun, cmd_evaluate, cmd_review, cmd_migrate)
 
 
 def _common(p: argparse.ArgumentParser, dataset_default: str | None = "default") -> None:
@@ -111,13 +111,34 @@ def _expert_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="earmark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    sub = p.add_subparsers(dest="command", required=True)
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, the function that runs it, its options and `add_parser`'s keyword arguments
+    (help, description, …); `interruptible`: Ctrl-C / SIGTERM stop it within seconds, resumable
+    (earmark.core.interrupts)."""
 
-    b = sub.add_parser("build", help="build a benchmark dataset from audio files or directories")
+    name: str
+    run: Callable[[argparse.Namespace], int]
+    options: Callable[[argparse.ArgumentParser], None]
+    interruptible: bool
+    parser_args: dict[str, Any]
+
+
+COMMANDS: list[Command] = []  # in the order `earmark --help` lists them
+
+
+def command(name: str, run: Callable[[argparse.Namespace], int], interruptible: bool = False, **parser_args: Any):
+    """Register a subcommand: decorates the function that adds its options to its parser."""
+
+    def register(options: Callable[[argparse.ArgumentParser], None]) -> Callable[[argparse.ArgumentParser], None]:
+        COMMANDS.append(Command(name, run, options, interruptible, parser_args))
+        return options
+
+    return register
+
+
+@command("build", cmd_build, interruptible=True, help="build a benchmark dataset from audio files or directories")
+def _build(b: argparse.ArgumentParser) -> None:
     b.add_argument("inputs", nargs="+", type=Path, help="audio files and/or directories")
     _common(b)
     _llm_args(b)
@@ -135,9 +156,12 @@ def parser() -> argparse.ArgumentParser:
         help="synthesis: focused (one small prompt per item, default) or joint (one reasoning pass per clip)",
     )
     _progress_arg(b)
-    b.set_defaults(fn=cmd_build)
 
-    d = sub.add_parser("demo", help="generate a sample corpus (2 clips per domain) and build dataset 'demo'")
+
+@command(
+    "demo", cmd_demo, interruptible=True, help="generate a sample corpus (2 clips per domain) and build dataset 'demo'"
+)
+def _demo(d: argparse.ArgumentParser) -> None:
     _common(d, "demo")
     _llm_args(d)
     _expert_args(d)
@@ -150,13 +174,16 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--per-domain", type=int, default=2, help="clips per MECAT domain code (default 2)")
     d.add_argument("--seed", type=int, default=0)
     _progress_arg(d)
-    d.set_defaults(fn=cmd_demo)
 
-    r = sub.add_parser(
-        "rerun",
-        help="re-run one stage of a dataset from its latest version (e.g. after a prompt "
-        "edit), publish a new version and print what changed",
-    )
+
+@command(
+    "rerun",
+    cmd_rerun,
+    interruptible=True,
+    help="re-run one stage of a dataset from its latest version (e.g. after a prompt "
+    "edit), publish a new version and print what changed",
+)
+def _rerun(r: argparse.ArgumentParser) -> None:
     _common(r)
     _llm_args(r)
     r.add_argument(
@@ -174,9 +201,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--prompt-dir", type=Path, help="a directory of edited prompt templates (default: built-in)")
     r.add_argument("--version", help="version to start from (default: latest)")
     _progress_arg(r)
-    r.set_defaults(fn=cmd_rerun)
 
-    e = sub.add_parser("evaluate", help="score a model on a version: its prediction files, or ask it (--endpoint)")
+
+@command(
+    "evaluate",
+    cmd_evaluate,
+    interruptible=True,
+    help="score a model on a version: its prediction files, or ask it (--endpoint)",
+)
+def _evaluate(e: argparse.ArgumentParser) -> None:
     _common(e)
     e.add_argument(
         "-p",
@@ -232,13 +265,15 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--model-name", default="model", help="name the scores are stored and reported under")
     e.add_argument("--version", help="dataset version (default: latest)")
     _progress_arg(e)
-    e.set_defaults(fn=cmd_evaluate)
 
-    m = sub.add_parser(
-        "mecat-score",
-        help="score prediction files against MECAT reference JSONL dirs "
-        "(no dataset needed; e.g. the official MECAT test set)",
-    )
+
+@command(
+    "mecat-score",
+    cmd_mecat_score,
+    help="score prediction files against MECAT reference JSONL dirs "
+    "(no dataset needed; e.g. the official MECAT test set)",
+)
+def _mecat_score(m: argparse.ArgumentParser) -> None:
     m.add_argument(
         "-p",
         "--predictions",
@@ -261,9 +296,10 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--reference-cache", type=Path, help="directory that keeps reference embeddings across runs")
     m.add_argument("--details", type=Path, help="write per-sample scores to this JSONL file")
     m.add_argument("--model-name", default="model")
-    m.set_defaults(fn=cmd_mecat_score)
 
-    rv = sub.add_parser("review", help="human verification: export a review sheet, import decisions")
+
+@command("review", cmd_review, interruptible=True, help="human verification: export a review sheet, import decisions")
+def _review(rv: argparse.ArgumentParser) -> None:
     rvs = rv.add_subparsers(dest="review_command", required=True)
     rx = rvs.add_parser("export", help="write the items to review (latest version) to a CSV or JSONL sheet")
     _common(rx)
@@ -281,11 +317,14 @@ def parser() -> argparse.ArgumentParser:
     ri.add_argument("--version", help="the version the sheet was exported from (default: latest)")
     ri.set_defaults(fn=cmd_review)
 
-    x = sub.add_parser(
-        "export",
-        help="write a version's kept items (every QC check kept them) as files for other tools, "
-        "optionally upload them to the Hugging Face Hub",
-    )
+
+@command(
+    "export",
+    cmd_export,
+    help="write a version's kept items (every QC check kept them) as files for other tools, "
+    "optionally upload them to the Hugging Face Hub",
+)
+def _export(x: argparse.ArgumentParser) -> None:
     _common(x)
     x.add_argument("--version", help="dataset version (default: the latest published)")
     x.add_argument(
@@ -304,93 +343,10 @@ def parser() -> argparse.ArgumentParser:
         "(user/name; needs HF_TOKEN or `hf auth login`)",
     )
     x.add_argument("--license", default="other", help="license id for the dataset card (default: other)")
-    x.set_defaults(fn=cmd_export)
-
-    _versions_parser(sub)
-    _view_parser(sub)
-
-    q = sub.add_parser(
-        "sql",
-        help="run a SQL query on a dataset's DuckLake catalog: <table> = the latest version, vNNNN.<table> = "
-        "that version; or print a DuckDB CLI init file (--print-init)",
-    )
-    _common(q)
-    q.add_argument("query", nargs="?", help='e.g. "SELECT kind, count(*) FROM captions GROUP BY 1"')
-    q.add_argument(
-        "--print-init",
-        action="store_true",
-        help="print an init file for the DuckDB CLI that loads the extensions and attaches the lake "
-        "(earmark sql -d DATASET --print-init > lake.sql && duckdb -init lake.sql)",
-    )
-    q.set_defaults(fn=cmd_sql)
-
-    mg = sub.add_parser(
-        "migrate", help="move a dataset built before the DuckLake catalog (catalog.duckdb) into a DuckLake catalog"
-    )
-    _common(mg)
-    mg.set_defaults(fn=cmd_migrate)
-
-    c = sub.add_parser("corpus", help="generate the synthetic sample corpus only")
-    c.add_argument("out_dir", type=Path)
-    c.add_argument("--per-domain", type=int, default=2)
-    c.add_argument("--seed", type=int, default=0)
-    c.set_defaults(fn=cmd_corpus)
-
-    s = sub.add_parser("llm-serve", help="run the embedded LLM server in the foreground")
-    s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
-    s.add_argument("--port", type=int)
-    s.set_defaults(fn=cmd_llm_serve)
-
-    sv = sub.add_parser(
-        "server", help="run a Prefect server + UI on loopback, set up for earmark (foreground); the UI uses --port"
-    )
-    _common(sv)
-    sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=4200)
-    sv.add_argument("--prefect-home", type=Path, help="database and log (default: $PREFECT_HOME or DATA_ROOT/.prefect)")
-    sv.set_defaults(fn=cmd_server)
-
-    dp = sub.add_parser(
-        "deploy", help="register a dataset's deployments (build, ingest, analyze, synthesize, filter, evaluate)"
-    )
-    dp.add_argument("inputs", nargs="*", type=Path, help="audio files and/or directories (for build and ingest)")
-    _common(dp)
-    _llm_args(dp)
-    _expert_args(dp)
-    dp.add_argument("--until", choices=["ingest", "analyze", "synthesize", "filter", "publish"], default="publish")
-    dp.add_argument("--flows", help="comma-separated subset of build,ingest,analyze,synthesize,filter,evaluate")
-    dp.add_argument("--cron", help='schedule the build, e.g. "0 3 * * *" (default: run on demand only)')
-    dp.add_argument("--timezone", help="the cron's time zone, e.g. Europe/Berlin (default UTC)")
-    dp.add_argument(
-        "--gpu-flows",
-        help="comma-separated flows for the earmark-gpu pool (default: build,analyze when the experts run on cuda)",
-    )
-    dp.add_argument("--api-url", help="Prefect API (default: $PREFECT_API_URL)")
-    dp.add_argument("--dry-run", action="store_true", help="print what would be registered, register nothing")
-    dp.set_defaults(fn=cmd_deploy)
-
-    w = sub.add_parser("worker", help="run a Prefect process worker for an earmark pool (foreground)")
-    w.add_argument("--pool", choices=["cpu", "gpu"], default="cpu")
-    w.add_argument("--limit", type=int, help="at most this many flow runs at a time")
-    w.set_defaults(fn=cmd_worker)
-    return p
 
 
-def _view_parser(sub: argparse._SubParsersAction) -> None:
-    v = sub.add_parser(
-        "view",
-        help="a version in the browser, on loopback: clips with audio, expert facts, items and QC verdicts, "
-        "filters; accept / reject / rewrite items and publish the reviewed version",
-    )
-    _common(v)
-    v.add_argument("--version", help="v0003 (or 3; default: always the latest published)")
-    v.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)")
-    v.add_argument("--host", default="127.0.0.1", help="loopback address to bind (127.0.0.1 or ::1)")
-    v.set_defaults(fn=cmd_view)
-
-
-def _versions_parser(sub: argparse._SubParsersAction) -> None:
-    v = sub.add_parser("versions", help="a dataset's published versions: list them, show one, diff two")
+@command("versions", cmd_versions, help="a dataset's published versions: list them, show one, diff two")
+def _versions(v: argparse.ArgumentParser) -> None:
     vs = v.add_subparsers(dest="versions_command", required=True)
     vl = vs.add_parser("list", help="every version: number, creation time, what made it, kept items per table")
     vsh = vs.add_parser(
@@ -405,6 +361,109 @@ def _versions_parser(sub: argparse._SubParsersAction) -> None:
         p.set_defaults(fn=cmd_versions)
 
 
+@command(
+    "view",
+    cmd_view,
+    help="a version in the browser, on loopback: clips with audio, expert facts, items and QC verdicts, "
+    "filters; accept / reject / rewrite items and publish the reviewed version",
+)
+def _view(v: argparse.ArgumentParser) -> None:
+    _common(v)
+    v.add_argument("--version", help="v0003 (or 3; default: always the latest published)")
+    v.add_argument("--port", type=int, default=8765, help="port on 127.0.0.1 (default 8765; 0: any free one)")
+    v.add_argument("--host", default="127.0.0.1", help="loopback address to bind (127.0.0.1 or ::1)")
+
+
+@command(
+    "sql",
+    cmd_sql,
+    help="run a SQL query on a dataset's DuckLake catalog: <table> = the latest version, vNNNN.<table> = "
+    "that version; or print a DuckDB CLI init file (--print-init)",
+)
+def _sql(q: argparse.ArgumentParser) -> None:
+    _common(q)
+    q.add_argument("query", nargs="?", help='e.g. "SELECT kind, count(*) FROM captions GROUP BY 1"')
+    q.add_argument(
+        "--print-init",
+        action="store_true",
+        help="print an init file for the DuckDB CLI that loads the extensions and attaches the lake "
+        "(earmark sql -d DATASET --print-init > lake.sql && duckdb -init lake.sql)",
+    )
+
+
+@command(
+    "migrate",
+    cmd_migrate,
+    interruptible=True,
+    help="move a dataset built before the DuckLake catalog (catalog.duckdb) into a DuckLake catalog",
+)
+def _migrate(mg: argparse.ArgumentParser) -> None:
+    _common(mg)
+
+
+@command("corpus", cmd_corpus, help="generate the synthetic sample corpus only")
+def _corpus(c: argparse.ArgumentParser) -> None:
+    c.add_argument("out_dir", type=Path)
+    c.add_argument("--per-domain", type=int, default=2)
+    c.add_argument("--seed", type=int, default=0)
+
+
+@command("llm-serve", cmd_llm_serve, help="run the embedded LLM server in the foreground")
+def _llm_serve(s: argparse.ArgumentParser) -> None:
+    s.add_argument("--model", default="qwen2.5-coder-0.5b-instruct-q4_k_m")
+    s.add_argument("--port", type=int)
+
+
+@command(
+    "server",
+    cmd_server,
+    help="run a Prefect server + UI on loopback, set up for earmark (foreground); the UI uses --port",
+)
+def _server(sv: argparse.ArgumentParser) -> None:
+    _common(sv)
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=4200)
+    sv.add_argument("--prefect-home", type=Path, help="database and log (default: $PREFECT_HOME or DATA_ROOT/.prefect)")
+
+
+@command(
+    "deploy", cmd_deploy, help="register a dataset's deployments (build, ingest, analyze, synthesize, filter, evaluate)"
+)
+def _deploy(dp: argparse.ArgumentParser) -> None:
+    dp.add_argument("inputs", nargs="*", type=Path, help="audio files and/or directories (for build and ingest)")
+    _common(dp)
+    _llm_args(dp)
+    _expert_args(dp)
+    dp.add_argument("--until", choices=["ingest", "analyze", "synthesize", "filter", "publish"], default="publish")
+    dp.add_argument("--flows", help="comma-separated subset of build,ingest,analyze,synthesize,filter,evaluate")
+    dp.add_argument("--cron", help='schedule the build, e.g. "0 3 * * *" (default: run on demand only)')
+    dp.add_argument("--timezone", help="the cron's time zone, e.g. Europe/Berlin (default UTC)")
+    dp.add_argument(
+        "--gpu-flows",
+        help="comma-separated flows for the earmark-gpu pool (default: build,analyze when the experts run on cuda)",
+    )
+    dp.add_argument("--api-url", help="Prefect API (default: $PREFECT_API_URL)")
+    dp.add_argument("--dry-run", action="store_true", help="print what would be registered, register nothing")
+
+
+@command("worker", cmd_worker, help="run a Prefect process worker for an earmark pool (foreground)")
+def _worker(w: argparse.ArgumentParser) -> None:
+    w.add_argument("--pool", choices=["cpu", "gpu"], default="cpu")
+    w.add_argument("--limit", type=int, help="at most this many flow runs at a time")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="earmark", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for c in COMMANDS:
+        cp = sub.add_parser(c.name, **c.parser_args)
+        c.options(cp)
+        cp.set_defaults(fn=c.run)
+    return p
+
+
 def main(argv: list[str] | None = None) -> int:
     from earmark.flows.local_server import LocalServerError
     from earmark.llm import LLMEndpointError, LLMServerError, ModelNotAvailable
@@ -415,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     words = ["earmark", *(sys.argv[1:] if argv is None else argv)]
     try:
-        if args.fn in INTERRUPTIBLE:
+        if args.fn in {c.run for c in COMMANDS if c.interruptible}:
             with interruptible(" ".join(shlex.quote(w) for w in words)):
                 return args.fn(args)
         return args.fn(args)
