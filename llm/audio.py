@@ -18,7 +18,9 @@ import io
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import soundfile as sf
 
@@ -130,51 +132,7 @@ def run_model(
         max_retries=max_retries,
         backoff_s=backoff_s,
     )
-
-    def ask(
-        subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str
-    ) -> tuple[str, str, str, str | None, bool]:
-        try:
-            return _ask(subtask, key, prompt, wav_b64, audio_sha)
-        finally:
-            progress.report(*REQUESTS, done=1)
-
-    def _ask(
-        subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str
-    ) -> tuple[str, str, str, str | None, bool]:
-        # The key names the audio by its sha, not its bytes: same answer, 30 000× smaller key payload.
-        ckey = cache_key(
-            model,
-            [
-                {
-                    "role": "user",
-                    "content": [{"type": "text", "text": prompt}, {"type": "input_audio_sha256", "sha256": audio_sha}],
-                }
-            ],
-            params,
-            None,
-            endpoint=client.identity,
-        )
-        if cache is not None and (hit := cache.get(ckey)) is not None:
-            return subtask, key, hit["text"], None, True
-        body = {"model": model, "messages": audio_message(prompt, wav_b64), **params}
-        try:
-            reply = client.post_json("/chat/completions", body)
-        except LLMEndpointError as exc:
-            return subtask, key, "", str(exc), False
-        text, error = _message_text(reply)
-        if error is None and cache is not None:
-            cache.put(ckey, {"text": text})
-        return subtask, key, text, error, False
-
-    def collect(done: Iterable[Future]) -> None:
-        for fut in done:
-            subtask, key, text, error, cached = fut.result()
-            out.setdefault(subtask, {})[key] = text
-            out.cache_hits += cached
-            if error is not None:
-                out.errors.setdefault(subtask, {})[key] = error
-
+    ask = _Asker(client, model, params, cache)
     progress.report(*REQUESTS, planned=planned or 0)
     window = 2 * max_concurrency * len(prompts)
     pending: set[Future] = set()
@@ -186,11 +144,7 @@ def run_model(
             try:
                 wav = flac_to_wav(audio)
             except (RuntimeError, ValueError) as exc:  # sf.LibsndfileError is a RuntimeError
-                for subtask, key, _ in todo:
-                    out.setdefault(subtask, {})[key] = ""
-                    out.errors.setdefault(subtask, {})[key] = (
-                        f"clip {clip_id}: audio could not be decoded ({exc}); re-ingest it"
-                    )
+                _undecodable(out, clip_id, todo, exc)
                 progress.report(*REQUESTS, planned=0 if planned is not None else len(todo), done=len(todo))
                 continue
             if planned is None:
@@ -200,10 +154,63 @@ def run_model(
             pending |= {pool.submit(ask, s, k, p, wav_b64, audio_sha) for s, k, p in todo}
             if len(pending) >= window:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                collect(done)
-        collect(wait(pending).done)
+                _collect(out, done)
+        _collect(out, wait(pending).done)
         out.stats = client.stats()
     return out
+
+
+Answer = tuple[str, str, str, str | None, bool]  # subtask, key, text, error (None: answered), from the cache
+
+
+@dataclass
+class _Asker:
+    """One request of the model under test (a pool thread's work), answered from the response cache when it
+    can be; each answered or failed request is reported to earmark.core.progress."""
+
+    client: LLMClient
+    model: str
+    params: dict[str, Any]
+    cache: ResponseCache | None
+
+    def __call__(self, subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str) -> Answer:
+        try:
+            return self._ask(subtask, key, prompt, wav_b64, audio_sha)
+        finally:
+            progress.report(*REQUESTS, done=1)
+
+    def _ask(self, subtask: str, key: str, prompt: str, wav_b64: str, audio_sha: str) -> Answer:
+        # The key names the audio by its sha, not its bytes: same answer, 30 000× smaller key payload.
+        content = [{"type": "text", "text": prompt}, {"type": "input_audio_sha256", "sha256": audio_sha}]
+        ckey = cache_key(
+            self.model, [{"role": "user", "content": content}], self.params, None, endpoint=self.client.identity
+        )
+        if self.cache is not None and (hit := self.cache.get(ckey)) is not None:
+            return subtask, key, hit["text"], None, True
+        body = {"model": self.model, "messages": audio_message(prompt, wav_b64), **self.params}
+        try:
+            reply = self.client.post_json("/chat/completions", body)
+        except LLMEndpointError as exc:
+            return subtask, key, "", str(exc), False
+        text, error = _message_text(reply)
+        if error is None and self.cache is not None:
+            self.cache.put(ckey, {"text": text})
+        return subtask, key, text, error, False
+
+
+def _undecodable(out: ModelPredictions, clip_id: str, todo: Sequence[Request], exc: Exception) -> None:
+    for subtask, key, _ in todo:
+        out.setdefault(subtask, {})[key] = ""
+        out.errors.setdefault(subtask, {})[key] = f"clip {clip_id}: audio could not be decoded ({exc}); re-ingest it"
+
+
+def _collect(out: ModelPredictions, done: Iterable[Future]) -> None:
+    for fut in done:
+        subtask, key, text, error, cached = fut.result()
+        out.setdefault(subtask, {})[key] = text
+        out.cache_hits += cached
+        if error is not None:
+            out.errors.setdefault(subtask, {})[key] = error
 
 
 def write_predictions(preds: Mapping[str, Mapping[str, str]], out_dir: str | Path) -> dict[str, Path]:

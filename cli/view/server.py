@@ -5,7 +5,7 @@ Routes (JSON unless said otherwise):
 - `GET /`                        the page (page.html, package data)
 - `GET /api/summary`             the version, its domains, item tables and counts, the dataset's versions
 - `GET /api/clips?domain=&table=&status=all|kept|rejected&page=N`   one page of matching clips and items
-- `GET /api/plots`               {name: SVG} — the card's plots (stages/plots.py)
+- `GET /api/plots`               {name: SVG} — the card's plots (stages/publish/plots.py)
 - `GET /audio/<clip_id>.wav`     the clip as 16-bit WAV
 - `POST /api/decisions`          {reviewer, decisions: [{item_table, item_id, decision, new_text}]} → stored
                                  exactly as `earmark review import` stores a sheet's rows (flows/review.py)
@@ -40,8 +40,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlparse
 
 from earmark.core.config import Config
-from earmark.stages.browse import VersionView
-from earmark.stages.plots import version_plots
+from earmark.queries.browse import VersionView
+from earmark.stages.publish.plots import version_plots
 from earmark.storage import Catalog
 
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -160,104 +160,108 @@ def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> Threadi
     return server
 
 
+class _Handler(BaseHTTPRequestHandler):
+    """The view's HTTP handler: `_handler` makes one per server, bound to its app and page."""
+
+    app: ViewApp
+    template: bytes
+    server_version = "earmark-view"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
+        pass
+
+    @property
+    def guard(self) -> Guard:
+        return self.server.guard  # type: ignore[attr-defined]
+
+    def _refuse(self, exc: Refused) -> None:
+        self.close_connection = True  # an unread body must not be taken for the next request
+        self._json({"error": str(exc)}, exc.status)
+
+    def do_GET(self) -> None:  # noqa: N802
+        try:
+            self.guard.check_host(self.headers)
+        except Refused as exc:
+            return self._refuse(exc)
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        try:
+            if url.path == "/":
+                page = self.template.replace(TOKEN_SLOT, self.guard.token.encode())
+                self._send(HTTPStatus.OK, page, "text/html; charset=utf-8")
+            elif url.path == "/api/summary":
+                self._json(self.app.summary())
+            elif url.path == "/api/clips":
+                self._json(
+                    self.app.view().page(
+                        domain=query.get("domain", ""),
+                        table=query.get("table", ""),
+                        status=query.get("status", "all"),
+                        page=int(query.get("page", "0") or 0),
+                        per_page=int(query.get("per_page", "25") or 25),
+                    )
+                )
+            elif url.path == "/api/plots":
+                self._json(version_plots(self.app.cat, self.app.version()))
+            elif url.path.startswith("/audio/") and url.path.endswith(".wav"):
+                clip_id = unquote(url.path[len("/audio/") : -len(".wav")])
+                self._send(HTTPStatus.OK, self.app.view().wav(clip_id), "audio/wav")
+            else:
+                self._json({"error": f"no such page: {url.path}"}, HTTPStatus.NOT_FOUND)
+        except KeyError as exc:
+            self._json({"error": f"unknown clip {exc}"}, HTTPStatus.NOT_FOUND)
+        except (ValueError, LookupError) as exc:
+            self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+
+    def do_POST(self) -> None:  # noqa: N802
+        try:
+            self.guard.check_host(self.headers)
+            length = self.guard.check_write(self.headers)
+        except Refused as exc:
+            return self._refuse(exc)
+        url = urlparse(self.path)
+        try:
+            raw = self.rfile.read(length) if length else b"{}"
+            try:
+                body = json.loads(raw or b"{}")
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"the request body is not JSON: {exc}") from None
+            if not isinstance(body, dict):
+                raise ValueError("the request body must be a JSON object")
+            if url.path == "/api/decisions":
+                self._json(self.app.decide(body))
+            elif url.path == "/api/publish":
+                self._json(self.app.publish())
+            else:
+                self._json({"error": f"no such action: {url.path}"}, HTTPStatus.NOT_FOUND)
+        except (ValueError, LookupError) as exc:
+            self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
+        except Exception as exc:  # a busy dataset (lease), a catalog error: the page shows the message
+            self._json({"error": f"{type(exc).__name__}: {exc}"}, HTTPStatus.CONFLICT)
+
+    def _json(self, obj: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
+        self._send(status, json.dumps(obj, default=str).encode(), "application/json")
+
+    def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("X-Frame-Options", "DENY")  # no clickjacking of the review buttons
+        self.send_header(
+            "Content-Security-Policy",
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; "
+            "script-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self'; frame-ancestors 'none'",
+        )
+        self.end_headers()
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):  # the browser dropped it (e.g. a media re-request)
+            pass
+
+
 def _handler(app: ViewApp) -> type[BaseHTTPRequestHandler]:
     template = files("earmark.cli.view").joinpath("page.html").read_bytes()
     assert TOKEN_SLOT in template, "page.html lost its token slot"
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "earmark-view"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class's name)
-            pass
-
-        @property
-        def guard(self) -> Guard:
-            return self.server.guard  # type: ignore[attr-defined]
-
-        def _refuse(self, exc: Refused) -> None:
-            self.close_connection = True  # an unread body must not be taken for the next request
-            self._json({"error": str(exc)}, exc.status)
-
-        def do_GET(self) -> None:  # noqa: N802
-            try:
-                self.guard.check_host(self.headers)
-            except Refused as exc:
-                return self._refuse(exc)
-            url = urlparse(self.path)
-            query = {k: v[-1] for k, v in parse_qs(url.query).items()}
-            try:
-                if url.path == "/":
-                    page = template.replace(TOKEN_SLOT, self.guard.token.encode())
-                    self._send(HTTPStatus.OK, page, "text/html; charset=utf-8")
-                elif url.path == "/api/summary":
-                    self._json(app.summary())
-                elif url.path == "/api/clips":
-                    self._json(
-                        app.view().page(
-                            domain=query.get("domain", ""),
-                            table=query.get("table", ""),
-                            status=query.get("status", "all"),
-                            page=int(query.get("page", "0") or 0),
-                            per_page=int(query.get("per_page", "25") or 25),
-                        )
-                    )
-                elif url.path == "/api/plots":
-                    self._json(version_plots(app.cat, app.version()))
-                elif url.path.startswith("/audio/") and url.path.endswith(".wav"):
-                    clip_id = unquote(url.path[len("/audio/") : -len(".wav")])
-                    self._send(HTTPStatus.OK, app.view().wav(clip_id), "audio/wav")
-                else:
-                    self._json({"error": f"no such page: {url.path}"}, HTTPStatus.NOT_FOUND)
-            except KeyError as exc:
-                self._json({"error": f"unknown clip {exc}"}, HTTPStatus.NOT_FOUND)
-            except (ValueError, LookupError) as exc:
-                self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
-
-        def do_POST(self) -> None:  # noqa: N802
-            try:
-                self.guard.check_host(self.headers)
-                length = self.guard.check_write(self.headers)
-            except Refused as exc:
-                return self._refuse(exc)
-            url = urlparse(self.path)
-            try:
-                raw = self.rfile.read(length) if length else b"{}"
-                try:
-                    body = json.loads(raw or b"{}")
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"the request body is not JSON: {exc}") from None
-                if not isinstance(body, dict):
-                    raise ValueError("the request body must be a JSON object")
-                if url.path == "/api/decisions":
-                    self._json(app.decide(body))
-                elif url.path == "/api/publish":
-                    self._json(app.publish())
-                else:
-                    self._json({"error": f"no such action: {url.path}"}, HTTPStatus.NOT_FOUND)
-            except (ValueError, LookupError) as exc:
-                self._json({"error": str(exc)}, HTTPStatus.BAD_REQUEST)
-            except Exception as exc:  # a busy dataset (lease), a catalog error: the page shows the message
-                self._json({"error": f"{type(exc).__name__}: {exc}"}, HTTPStatus.CONFLICT)
-
-        def _json(self, obj: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
-            self._send(status, json.dumps(obj, default=str).encode(), "application/json")
-
-        def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("X-Frame-Options", "DENY")  # no clickjacking of the review buttons
-            self.send_header(
-                "Content-Security-Policy",
-                "default-src 'self'; style-src 'self' 'unsafe-inline'; "
-                "script-src 'self' 'unsafe-inline'; img-src 'self' data:; media-src 'self'; frame-ancestors 'none'",
-            )
-            self.end_headers()
-            try:
-                self.wfile.write(body)
-            except (BrokenPipeError, ConnectionResetError):  # the browser dropped it (e.g. a media re-request)
-                pass
-
-    return Handler
+    return type("Handler", (_Handler,), {"app": app, "template": template})
