@@ -208,8 +208,8 @@ def cmd_rerun(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from earmark.stages.evaluate import parse_metrics
-    from earmark.stages.versions import resolve_version
+    from earmark.queries.versions import resolve_version
+    from earmark.stages.evaluate.predictions import parse_metrics
     from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
@@ -248,7 +248,7 @@ def cmd_mecat_score(args: argparse.Namespace) -> int:
     from earmark.metrics.mecat_eval import evaluate_mecat, wheel_reference_root, write_details
     from earmark.metrics.refcache import ReferenceCache
     from earmark.metrics.similarity import load_sbert, resolve_sbert
-    from earmark.stages.evaluate import (
+    from earmark.stages.evaluate.predictions import (
         MECAT_SUBTASKS,
         load_predictions,
         malformed_message,
@@ -297,7 +297,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 
     cfg = _config(args, "default")
     if args.review_command == "import":
-        from earmark.stages.versions import resolve_version
+        from earmark.queries.versions import resolve_version
 
         resolve_version(open_catalog(cfg, create=False), args.version)  # the dataset and version exist
         if not args.sheet.is_file():
@@ -337,8 +337,8 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    """A published version's kept items as files for other tools (earmark.stages.export); `--push` uploads them."""
-    from earmark.stages.export import HUB_FORMATS, check_out_dir, export, hub_token, push, resolve_version
+    """A published version's kept items as files for other tools (earmark.queries.export); `--push` uploads them."""
+    from earmark.queries.export import HUB_FORMATS, check_out_dir, export, hub_token, push, resolve_version
     from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
@@ -575,26 +575,26 @@ def cmd_worker(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------- versions
 def cmd_versions(args: argparse.Namespace) -> int:
     """`earmark versions list|show|diff`: a dataset's versions, one version's contents, what changed."""
-    from earmark.stages import versions as vs
+    from earmark.queries import versions
     from earmark.storage import open_catalog
 
     cfg = _config(args, "default")
     cat = open_catalog(cfg, create=False)
     cat.refresh_views()  # views of a version whose publisher died before making them
     if args.versions_command == "list":
-        print(_versions_list(cfg.dataset, vs.list_versions(cat)))
+        print(_versions_list(cfg.dataset, versions.list_versions(cat)))
     elif args.versions_command == "show":
-        print(_version_show(cfg.dataset, vs.show_version(cat, vs.resolve_version(cat, args.version))))
+        print(_version_show(cfg.dataset, versions.show_version(cat, versions.resolve_version(cat, args.version))))
     else:
         if args.old and args.new:
-            old, new = vs.resolve_version(cat, args.old), vs.resolve_version(cat, args.new)
+            old, new = versions.resolve_version(cat, args.old), versions.resolve_version(cat, args.new)
         elif args.old:  # one version: against the latest
-            old, new = vs.resolve_version(cat, args.old), vs.resolve_version(cat, None)
+            old, new = versions.resolve_version(cat, args.old), versions.resolve_version(cat, None)
         else:
-            old, new = vs.default_pair(cat)
+            old, new = versions.default_pair(cat)
         if old == new:
             raise ValueError(f"versions diff: {old} against itself; name two different versions")
-        print(_versions_diff(cfg.dataset, vs.diff_versions(cat, old, new)))
+        print(_versions_diff(cfg.dataset, versions.diff_versions(cat, old, new)))
     return 0
 
 
@@ -681,7 +681,7 @@ def _versions_diff(dataset: str, diff: Any) -> str:
 def cmd_view(args: argparse.Namespace) -> int:
     """`earmark view`: serve a version's browser view on loopback until Ctrl-C (earmark.cli.view.server)."""
     from earmark.cli.view.server import ViewApp, make_server
-    from earmark.stages.versions import resolve_version
+    from earmark.queries.versions import resolve_version
     from earmark.storage import open_catalog
 
     cfg = _config(args, "default")

@@ -34,7 +34,7 @@ class IngestSection(Section):
     min_clip_s: float = Field(1.0, ge=0.1)
     max_file_s: float = Field(4 * 3600.0, gt=0)
     allowed_roots: list[Path] = []
-    # One source file cannot flood a benchmark (stages/sources.py): of its clips, the silent ones after the first
+    # One source file cannot flood a benchmark (stages/ingest/sources.py): of its clips, the silent ones after the first
     # and those whose audio repeats an earlier kept clip (similarity ≥ near_duplicate_similarity) are dropped, then
     # at most max_clips_per_source are kept, spread over the file (0: no cap); a quarantine row says what went.
     max_clips_per_source: int = Field(8, ge=0)
@@ -192,18 +192,18 @@ class SynthesizeSection(Section):
     qa_pairs: Literal["auto", "rule", "llm"] = "auto"  # MECAT open QA pairs
     instruction_triples: Literal["auto", "rule", "llm"] = "auto"  # IFEval-Audio triples
     repair_attempts: int = Field(1, ge=0, le=3)
-    # a reply whose claims the claim audit rejects (earmark.stages.claims) is sent back once with the audit's
+    # a reply whose claims the claim audit rejects (earmark.stages.filter.claims) is sent back once with the audit's
     # reason, like a reply that fails validation; QC audits every item again either way
     repair_with_audit: bool = True
     prompt_dir: Path | None = None  # a copy of prompts/ to edit; None = the built-in templates
 
 
 class FilterSection(Section):
-    """QC settings (stages/qc.py, stages/margin.py, stages/audit.py). Every one enters the qc shard key."""
+    """QC settings (stages/filter/qc.py, stages/filter/margin.py, stages/filter/audit.py). Every one enters the qc shard key."""
 
-    claim_audit: bool = True  # every item's claims judged against its clip's evidence (stages/claims.py)
+    claim_audit: bool = True  # every item's claims judged against its clip's evidence (stages/filter/claims.py)
     # one specific fact of a clip supports at most this many groups of its items (a caption kind's references, an
-    # entailment set, a QA pair, a triple), so one expert error cannot become 20 items (stages/budget.py); 0: off
+    # entailment set, a QA pair, a triple), so one expert error cannot become 20 items (stages/filter/budget.py); 0: off
     fact_budget: int = Field(6, ge=0, le=100)
     min_confidence: float = Field(0.5, ge=0, le=1)
     max_short_words: int = 30
@@ -219,7 +219,7 @@ class FilterSection(Section):
     margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5)
     clap_model: str = "laion/clap-htsat-unfused"
     sbert: str | None = None  # sentence-embedding model (see metrics.similarity.resolve_sbert); None → auto
-    # One source file cannot flood a benchmark (stages/sources.py): items of a clip whose rendered evidence repeats
+    # One source file cannot flood a benchmark (stages/ingest/sources.py): items of a clip whose rendered evidence repeats
     # an earlier clip of the same file (line overlap ≥ same_source_evidence_similarity) are rejected; a text kept on
     # clips of more than max_sources_per_text source files is rejected on the others; rule-written absence
     # sentences count apart, against max_sources_per_absence_text. 0: no limit.

@@ -4,7 +4,7 @@ A node runs several stage functions at once: the threads runner's `max_workers` 
 processes of a Dask cluster. Each library sizes its own pool to every core by default, so N stage functions
 computing at once ran N × cores threads. On a 16-core GPU node, 8 analyze workers made the CPU experts 1.7–8.6×
 slower per clip than one worker (docs/benchmarks.md, "Issue [3/4]"). `apply(n)` sizes every pool of this process
-to n threads; `[run] cpu_threads` chooses n (`earmark.flows.common.cpu_threads`), by default the cores divided
+to n threads; `[run] cpu_threads` chooses n (`earmark.flows.runners.cpu_threads`), by default the cores divided
 by the stage functions that compute at once, so that the workers never ask for more threads than there are cores.
 """
 

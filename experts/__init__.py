@@ -13,12 +13,15 @@ if TYPE_CHECKING:
 def build_experts(cfg: AnalyzeSection) -> dict[str, Expert]:
     """The experts of the configured profile, in dependency order (an expert after those it needs)."""
     if cfg.profile == "embedded":
-        from earmark.experts.profile_embedded import embedded_experts as make
+        from earmark.experts.profile_embedded import embedded_experts
+
+        ordered = embedded_experts(cfg)
     elif cfg.profile == "paper":
-        from earmark.experts.profile_paper import paper_experts as make
+        from earmark.experts.profile_paper import paper_experts
+
+        ordered = paper_experts(cfg)
     else:
         raise ValueError(f"expert profile {cfg.profile!r} is not available; use 'embedded' or 'paper'")
-    ordered = make(cfg)
     out: dict[str, Expert] = {}
     for e in ordered:
         missing = [n for n in e.needs if n not in out]

@@ -17,7 +17,8 @@ from prefect.states import State
 from earmark.core.config import Config
 from earmark.experts import build_experts
 from earmark.experts.base import Expert
-from earmark.flows.common import ShardStream, StageResult, clip_counts, collect, flow_options, mark_unregistered, submit
+from earmark.flows.runs import flow_options
+from earmark.flows.shards import ShardStream, StageResult, clip_counts, collect, mark_unregistered, submit
 from earmark.stages import analyze
 from earmark.stages.base import ShardJob
 from earmark.storage import ShardRef

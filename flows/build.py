@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from contextlib import ExitStack
+from functools import partial
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -20,30 +20,26 @@ from prefect.task_runners import TaskRunner
 
 from earmark.core.config import Config, check_build
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import (
-    ShardStream,
-    StageResult,
-    artifact_key,
-    flow_options,
-    load_api_key,
-    name_flow_run,
-    open_catalog,
-    run_summary,
-    run_tags,
-    shared_runner,
-    stage_tag,
-    subflows_without_heartbeats,
-    write_lease,
-)
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
 from earmark.flows.review import review_flow
+from earmark.flows.runs import (
+    Run,
+    artifact_key,
+    flow_options,
+    load_api_key,
+    name_flow_run,
+    run_envelope,
+    run_summary,
+    run_tags,
+    stage_tag,
+)
+from earmark.flows.shards import ShardStream, StageResult
 from earmark.flows.synthesize import synthesize_flow
 from earmark.llm.session import preflight
 from earmark.stages.rerun import filter_inputs
-from earmark.storage import Catalog
-from earmark.storage.shards import remove_stale_temp_files
+from earmark.storage import open_catalog
 
 
 def _count(res: StageResult) -> dict[str, int]:
@@ -59,89 +55,70 @@ def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     if stop >= 2 and (checked := preflight(cfg.llm)):  # a configured endpoint that is down fails now, not after analyze
         get_run_logger().info("preflight: %s", checked)
     cat = open_catalog(cfg)
-    run_id = cat.new_run_id()
-    lease = write_lease(cfg, cat, run_id, "build").acquire()  # one writer per dataset: refuses if another holds it
-    try:
-        return _build(cfg, cat, run_id, until, stop)
-    finally:
-        lease.release()
+    params = {**cfg.model_dump(mode="json"), "until": until}
+    with run_envelope(cfg, cat, "build", params, on_finish=partial(_summary, until)) as run:
+        _build(run, until, stop)
+    stats = run.stats()
+    get_run_logger().info("build %s: %s", run.run_id, stats)
+    published = {k: v for k, v in run.published.items() if k != "skipped"}
+    return {"run_id": run.run_id, **published, **stats, "until": until}
 
 
-def _build(cfg: Config, cat: Catalog, run_id: str, until: str, stop: int) -> dict[str, Any]:
-    remove_stale_temp_files(cat.root)
-    cat.start_run("build", {**cfg.model_dump(mode="json"), "until": until}, run_id=run_id)
-    timings: dict[str, float] = {}
-    shards: dict[str, dict[str, int]] = {}
-    status = "failed"
-    synth: dict[str, Any] = {}
-    published: dict[str, Any] = {}
+def _summary(until: str, run: Run) -> None:
+    create_markdown_artifact(
+        key=artifact_key(run.cfg, "run-summary"),
+        markdown=run_summary(run.cfg, run.cat, run.run_id, run.status, until, run.stats(), run.published),
+        description=f"build · {run.cfg.dataset}: {run.status}",
+    )
+
+
+def _build(run: Run, until: str, stop: int) -> None:
+    cfg, run_id = run.cfg, run.run_id
+    run.info["llm"] = None
     upstream: list[Any] = []  # each stage's returned result: Prefect draws the run graph's edges from them
-    runners = ExitStack()  # a dask run's local cluster lives as long as the build
-    try:
-        runners.enter_context(subflows_without_heartbeats())
-        runner = runners.enter_context(shared_runner(cfg))
-        ingest, experts = ingest_and_analyze(cfg, runner, run_id, timings, analyze=stop >= 1)
-        shards["ingest"] = _count(ingest)
-        upstream.append(ingest)
-        tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
-        if stop >= 1:
-            upstream.append(experts)
-            for name, res in experts.items():
-                shards[f"analyze:{name}"] = _count(res)
-                tables[name] = res.keys(name)
-        if stop >= 2:
-            t = time.perf_counter()
-            with stage_tag("synthesize"):
-                synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
-                    cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
-                )
-            timings["synthesize"] = time.perf_counter() - t
-            upstream.append(synth)
-            for name, res in synth["results"].items():
-                shards[f"synthesize:{name}"] = _count(res)
-                tables[name] = res.keys(name)
-            tables["rejections"] = [k for i in cfg.synthesize.items for k in synth["results"][i].keys("rejections")]
-        if stop >= 3:
-            t = time.perf_counter()
-            inputs = filter_inputs(
-                ingest.refs,
-                {n: r.refs for n, r in experts.items()},
-                synth["results"]["evidence"].refs,
-                {i: synth["results"][i].refs for i in cfg.synthesize.items},
+    ingest, experts = ingest_and_analyze(cfg, run.runner, run_id, run.timings, analyze=stop >= 1)
+    run.shards["ingest"] = _count(ingest)
+    upstream.append(ingest)
+    tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
+    if stop >= 1:
+        upstream.append(experts)
+        for name, res in experts.items():
+            run.shards[f"analyze:{name}"] = _count(res)
+            tables[name] = res.keys(name)
+    if stop >= 2:
+        with run.stage("synthesize"):
+            synth = synthesize_flow.with_options(**run.options("synthesize"))(
+                cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
             )
-            # `inputs` is new data (shard keys), so Prefect would draw no edge into filter: name its upstream runs
-            with stage_tag("filter"):
-                qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
-                    cfg, inputs, run_id, wait_for=list(upstream)
-                )
-            timings["filter"] = time.perf_counter() - t
-            upstream.append(qc)
-            shards["filter"] = _count(qc)
-            tables["qc"], tables["claims"] = qc.keys("qc"), qc.keys("claims")
-        t = time.perf_counter()
-        if cfg.review.mode != "off" and stop >= 3:  # human verification before publishing (pauses in "ui" mode)
-            review_flow(cfg, tables, run_id)
-            timings["review"] = time.perf_counter() - t
-            t = time.perf_counter()
-        with stage_tag("publish"):
-            published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
-                cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}", wait_for=upstream
-            )
-        timings["publish"] = time.perf_counter() - t
-        shards["publish"] = {"computed": int(not published["skipped"]), "skipped": int(published["skipped"])}
-        name_flow_run(f"build · {cfg.dataset} · {published['version']}")  # the UI's run list shows the version
-        status = "ok"
-    finally:
-        runners.close()
-        stats = {"timings_s": {k: round(v, 2) for k, v in timings.items()}, "shards": shards, "llm": synth.get("llm")}
-        cat.finish_run(run_id, status, stats)
-        create_markdown_artifact(
-            key=artifact_key(cfg, "run-summary"),
-            markdown=run_summary(cfg, cat, run_id, status, until, stats, published),
-            description=f"build · {cfg.dataset}: {status}",
+        run.info["llm"] = synth.get("llm")
+        upstream.append(synth)
+        for name, res in synth["results"].items():
+            run.shards[f"synthesize:{name}"] = _count(res)
+            tables[name] = res.keys(name)
+        tables["rejections"] = [k for i in cfg.synthesize.items for k in synth["results"][i].keys("rejections")]
+    if stop >= 3:
+        inputs = filter_inputs(
+            ingest.refs,
+            {n: r.refs for n, r in experts.items()},
+            synth["results"]["evidence"].refs,
+            {i: synth["results"][i].refs for i in cfg.synthesize.items},
         )
-    get_run_logger().info("build %s: %s", run_id, stats)
-    return {"run_id": run_id, **{k: v for k, v in published.items() if k != "skipped"}, **stats, "until": until}
+        # `inputs` is new data (shard keys), so Prefect would draw no edge into filter: name its upstream runs
+        with run.stage("filter"):
+            qc = filter_flow.with_options(**run.options("filter"))(cfg, inputs, run_id, wait_for=list(upstream))
+        upstream.append(qc)
+        run.shards["filter"] = _count(qc)
+        tables["qc"], tables["claims"] = qc.keys("qc"), qc.keys("claims")
+    if cfg.review.mode != "off" and stop >= 3:  # human verification before publishing (pauses in "ui" mode)
+        with run.stage("review"):
+            review_flow(cfg, tables, run_id)
+    with run.stage("publish"):
+        run.published = publish_flow.with_options(flow_run_name=f"publish · {cfg.dataset}")(
+            cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}", wait_for=upstream
+        )
+    skipped = run.published["skipped"]
+    run.shards["publish"] = {"computed": int(not skipped), "skipped": int(skipped)}
+    name_flow_run(f"build · {cfg.dataset} · {run.published['version']}")  # the UI's run list shows the version
 
 
 def ingest_and_analyze(

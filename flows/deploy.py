@@ -22,7 +22,7 @@ from prefect.schedules import Cron
 from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from earmark.core.config import Config
-from earmark.flows.common import GPU_LIMIT
+from earmark.flows.slots import GPU_LIMIT
 
 POOLS = {"cpu": "earmark-cpu", "gpu": "earmark-gpu"}
 FLOWS = ("build", "ingest", "analyze", "synthesize", "filter", "evaluate")

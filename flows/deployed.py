@@ -15,10 +15,10 @@ from prefect import flow
 
 from earmark.core.config import Config, load_config
 from earmark.flows.build import build_flow
-from earmark.flows.common import flow_options, run_tags
 from earmark.flows.evaluate import evaluate_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.rerun import rerun_flow
+from earmark.flows.runs import flow_options, run_tags
 
 
 def deployed_config(

@@ -9,13 +9,15 @@ from prefect import flow
 from prefect.artifacts import create_table_artifact
 
 from earmark.core.config import Config
-from earmark.flows.common import StageResult, artifact_key, clip_counts, collect, flow_options, open_catalog, submit
+from earmark.flows.runs import artifact_key, flow_options
+from earmark.flows.shards import StageResult, clip_counts, collect, submit
 from earmark.metrics.similarity import resolve_sbert, sentence_embedder
 from earmark.schemas import ITEM_TABLES
-from earmark.stages import filter as qc_stage
+from earmark.stages import filter  # the stage package (this module uses no builtin filter)
 from earmark.stages.base import ShardJob, stored
-from earmark.stages.margin import require_clap
-from earmark.stages.qc import summary
+from earmark.stages.filter.margin import require_clap
+from earmark.stages.filter.qc import summary
+from earmark.storage import open_catalog
 
 
 @flow(name="filter", log_prints=True)
@@ -25,13 +27,11 @@ def filter_flow(
     """`shard_inputs`: per clip shard, table → keys (its item shards, evidence, clips, asr, asr_check)."""
     if cfg.filter.margin_backend == "clap":  # fail before any shard runs, naming the missing weights
         require_clap(cfg.filter.clap_model, cfg.analyze.models_dir)
-    spec = qc_stage.spec(cfg, resolve_sbert(cfg.filter.sbert)[1])
+    spec = filter.spec(cfg, resolve_sbert(cfg.filter.sbert)[1])
     embedder = partial(sentence_embedder, cfg.filter.sbert)
     futures = [
         submit(
-            cfg,
-            ShardJob(spec, partial(qc_stage.run, cfg, embedder), inputs=dict(inputs), label=f"shard-{i:04d}"),
-            run_id,
+            cfg, ShardJob(spec, partial(filter.run, cfg, embedder), inputs=dict(inputs), label=f"shard-{i:04d}"), run_id
         )
         for i, inputs in enumerate(shard_inputs)
     ]
@@ -44,7 +44,7 @@ def filter_flow(
         }
         keys["qc"] = sorted(ref.key for ref in result.refs)
         job = ShardJob(
-            qc_stage.duplicates_spec(cfg), partial(qc_stage.run_duplicates, cfg), inputs=keys, label="all-shards"
+            filter.duplicates_spec(cfg), partial(filter.run_duplicates, cfg), inputs=keys, label="all-shards"
         )
         result.refs.append(submit(cfg, job, run_id).result())
     if result.refs:

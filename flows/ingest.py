@@ -8,17 +8,11 @@ from pathlib import Path
 from prefect import flow
 
 from earmark.core.config import Config
-from earmark.flows.common import (
-    ShardStream,
-    StageResult,
-    collect,
-    flow_options,
-    mark_unregistered,
-    open_catalog,
-    submit,
-)
+from earmark.flows.runs import flow_options
+from earmark.flows.shards import ShardStream, StageResult, collect, mark_unregistered, submit
 from earmark.stages import ingest
 from earmark.stages.base import ShardJob
+from earmark.storage import open_catalog
 
 
 @flow(name="ingest", log_prints=True)

@@ -16,8 +16,7 @@ printed, stored as `reports/diff-<base>-<new>.md` and attached to the run as an 
 
 from __future__ import annotations
 
-import time
-from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -25,24 +24,14 @@ from prefect.artifacts import create_markdown_artifact
 
 from earmark.core.config import Config
 from earmark.flows.analyze import analyze_flow
-from earmark.flows.common import (
-    artifact_key,
-    flow_options,
-    load_api_key,
-    name_flow_run,
-    open_catalog,
-    run_tags,
-    shared_runner,
-    stage_tag,
-    subflows_without_heartbeats,
-    write_lease,
-)
 from earmark.flows.filter import filter_flow
 from earmark.flows.publish import publish_flow
+from earmark.flows.runs import Run, artifact_key, flow_options, load_api_key, name_flow_run, run_envelope, run_tags
 from earmark.flows.synthesize import synthesize_flow
 from earmark.llm.session import preflight
-from earmark.stages.rerun import check_rerun, filter_inputs, version_graph, version_tables
-from earmark.stages.versions import rerun_label
+from earmark.queries.versions import rerun_label
+from earmark.stages.rerun import VersionGraph, check_rerun, filter_inputs, version_graph, version_tables
+from earmark.storage import open_catalog
 from earmark.storage.diff import diff_markdown, version_diff
 
 
@@ -56,70 +45,64 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     g = version_graph(cat, base)
     if not g.clip_refs:
         raise ValueError(f"version {base} has no clips")
-    runners = ExitStack()  # a dask run's local cluster lives as long as the rerun; the lease is released last
-    run_id = cat.new_run_id()
-    runners.callback(write_lease(cfg, cat, run_id, "rerun").acquire().release)
-    cat.start_run("rerun", {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")}, run_id)
-    stats: dict[str, Any] = {"stage": stage, "items": items, "base": base, "timings_s": {}, "shards": {}}
-    status = "failed"
-    try:
-        runners.enter_context(subflows_without_heartbeats())
-        runner = runners.enter_context(shared_runner(cfg))
-        experts = g.experts
-        t = time.perf_counter()
-        if stage == "analyze":
-            with stage_tag("analyze"):
-                got = analyze_flow.with_options(**flow_options(cfg, "analyze", runner))(cfg, g.clip_refs, run_id)
-            experts = {name: res.refs for name, res in got.items()}
-            stats["shards"].update(
-                {f"analyze:{n}": {"computed": r.computed, "skipped": r.skipped} for n, r in got.items()}
-            )
-            stats["timings_s"]["analyze"] = round(time.perf_counter() - t, 2)
-        item_refs = dict(g.items)
-        evidence_keys = g.evidence
-        if stage in ("analyze", "synthesize"):
-            t = time.perf_counter()
-            kept = {k: v for k, v in g.items.items() if k not in items} if stage == "synthesize" else {}
-            scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
-            with stage_tag("synthesize"):
-                synth = synthesize_flow.with_options(**flow_options(cfg, "synthesize", runner))(
-                    scfg, g.clip_refs, experts, run_id, kept
-                )
-            for name, res in synth["results"].items():
-                stats["shards"][f"synthesize:{name}"] = {"computed": res.computed, "skipped": res.skipped}
-            evidence_keys = synth["results"]["evidence"].keys("evidence")
-            item_refs = {**kept, **{i: synth["results"][i].refs for i in items}}
-            stats["llm"] = synth["llm"]
-            stats["timings_s"]["synthesize"] = round(time.perf_counter() - t, 2)
-        t = time.perf_counter()
-        with stage_tag("filter"):
-            qc = filter_flow.with_options(**flow_options(cfg, "filter", runner))(
-                cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
-            )
-        stats["shards"]["filter"] = {"computed": qc.computed, "skipped": qc.skipped}
-        stats["timings_s"]["filter"] = round(time.perf_counter() - t, 2)
+    params = {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")}
+    with run_envelope(cfg, cat, "rerun", params) as run:
+        run.info.update(stage=stage, items=items, base=base)
+        report, path = _rerun(run, g, stage, items, base)
+    stats = run.stats()
+    get_run_logger().info("rerun %s: %s", run.run_id, stats)
+    return {
+        "run_id": run.run_id,
+        **run.published,
+        "base": base,
+        "diff_report": str(path),
+        "diff_markdown": report,
+        **stats,
+    }
 
-        tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"), qc.keys("claims"))
-        note = rerun_label(stage, items if stage == "synthesize" else None, base)
-        published = publish_flow(cfg, tables, run_id, note=note)
-        name_flow_run(f"rerun {stage} · {cfg.dataset} · {base} → {published['version']}")
-        diffs = version_diff(cat, base, published["version"])
-        report = diff_markdown(base, published["version"], diffs, cfg.dataset)
-        path = cat.dataset_path("reports", f"diff-{base}-{published['version']}.md")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(report)
-        create_markdown_artifact(
-            key=artifact_key(cfg, "version-diff"), markdown=report, description=f"{base} → {published['version']}"
+
+def _rerun(run: Run, g: VersionGraph, stage: str, items: list[str], base: str) -> tuple[str, Path]:
+    """The stages from `stage` on, publish, and the diff against `base` (its markdown and file)."""
+    cfg, cat, run_id = run.cfg, run.cat, run.run_id
+    experts = g.experts
+    if stage == "analyze":
+        with run.stage("analyze"):
+            got = analyze_flow.with_options(**run.options("analyze"))(cfg, g.clip_refs, run_id)
+        experts = {name: res.refs for name, res in got.items()}
+        for n, r in got.items():
+            run.count(f"analyze:{n}", r.computed, r.skipped)
+    item_refs = dict(g.items)
+    evidence_keys = g.evidence
+    if stage in ("analyze", "synthesize"):
+        kept = {k: v for k, v in g.items.items() if k not in items} if stage == "synthesize" else {}
+        scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
+        with run.stage("synthesize"):
+            synth = synthesize_flow.with_options(**run.options("synthesize"))(scfg, g.clip_refs, experts, run_id, kept)
+        for name, res in synth["results"].items():
+            run.count(f"synthesize:{name}", res.computed, res.skipped)
+        evidence_keys = synth["results"]["evidence"].keys("evidence")
+        item_refs = {**kept, **{i: synth["results"][i].refs for i in items}}
+        run.info["llm"] = synth["llm"]
+    with run.stage("filter"):
+        qc = filter_flow.with_options(**run.options("filter"))(
+            cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
         )
-        stats["diff"] = {
-            d.table: {"added": d.added, "changed": d.changed, "removed": d.removed} for d in diffs if d.touched
-        }
-        status = "ok"
-    finally:
-        runners.close()
-        cat.finish_run(run_id, status, stats)
-    get_run_logger().info("rerun %s: %s", run_id, stats)
-    return {"run_id": run_id, **published, "base": base, "diff_report": str(path), "diff_markdown": report, **stats}
+    run.count("filter", qc.computed, qc.skipped)
+    tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"), qc.keys("claims"))
+    note = rerun_label(stage, items if stage == "synthesize" else None, base)
+    run.published = publish_flow(cfg, tables, run_id, note=note)
+    new = run.published["version"]
+    name_flow_run(f"rerun {stage} · {cfg.dataset} · {base} → {new}")
+    diffs = version_diff(cat, base, new)
+    report = diff_markdown(base, new, diffs, cfg.dataset)
+    path = cat.dataset_path("reports", f"diff-{base}-{new}.md")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(report)
+    create_markdown_artifact(key=artifact_key(cfg, "version-diff"), markdown=report, description=f"{base} → {new}")
+    run.info["diff"] = {
+        d.table: {"added": d.added, "changed": d.changed, "removed": d.removed} for d in diffs if d.touched
+    }
+    return report, path
 
 
 def run_rerun(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:

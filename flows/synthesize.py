@@ -17,11 +17,13 @@ from prefect import flow, get_run_logger
 
 from earmark.core import progress
 from earmark.core.config import Config
-from earmark.flows.common import StageResult, clip_counts, collect, flow_options, load_api_key, open_catalog, submit
+from earmark.flows.runs import flow_options, load_api_key
+from earmark.flows.shards import StageResult, clip_counts, collect, submit
 from earmark.llm.session import LLMSession
-from earmark.stages import evidence, synthesis
+from earmark.stages import synthesize
 from earmark.stages.base import ShardJob
-from earmark.storage import ShardRef
+from earmark.stages.synthesize import evidence
+from earmark.storage import ShardRef, open_catalog
 from earmark.storage.paths import inside
 
 
@@ -116,9 +118,9 @@ def _item_job(
     items: list[str],
     n_clips: int = 0,
 ) -> ShardJob:
-    spec = synthesis.spec(item, cfg.synthesize, cfg.llm, cfg.evidence, items)
+    spec = synthesize.spec(item, cfg.synthesize, cfg.llm, cfg.evidence, items)
     inputs = {"evidence": [evidence_key], **({"captions": [captions_key]} if captions_key else {})}
-    fn = partial(synthesis.run, item, cfg.synthesize, cfg.llm, cfg.evidence, session, items)
+    fn = partial(synthesize.run, item, cfg.synthesize, cfg.llm, cfg.evidence, session, items)
     job = ShardJob(spec, fn, inputs=inputs, label=label)
     job.fn = partial(fn, preplanned=_preplan(cfg, job, item, n_clips))
     return job
@@ -132,8 +134,8 @@ def _preplan(cfg: Config, job: ShardJob, item: str, n_clips: int) -> int:
         return 0
     if open_catalog(cfg).has_shard(job.plan()[0], job.spec.writes):
         return 0
-    n = synthesis.max_requests(item, synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)) * n_clips
-    progress.report(*synthesis.REQUESTS, planned=n)
+    n = synthesize.max_requests(item, synthesize.resolve_writers(cfg.synthesize, cfg.llm.model)) * n_clips
+    progress.report(*synthesize.REQUESTS, planned=n)
     return n
 
 

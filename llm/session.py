@@ -114,7 +114,7 @@ class _LazyServerClient(LLMClient):
 
 def api_key(cfg: LLMSection) -> str | None:
     """The endpoint's API key, from the environment variable `api_key_env` (None when unset). A Prefect Secret
-    block (`api_key_secret`) is read by the flow (`earmark.flows.common.load_api_key`) into that variable of
+    block (`api_key_secret`) is read by the flow (`earmark.flows.runs.load_api_key`) into that variable of
     the flow's process, which its threads and local Dask workers share."""
     return os.environ.get(cfg.api_key_env)
 

@@ -3,7 +3,7 @@
 Each fact is one statement an expert made about the clip — its type (`speech.transcript`, `music.key`,
 `speaker.gender`, …), its value (a label or text, and/or a number), the subject it is about when a clip has
 several (a speaker, a stem), the expert table and backend that produced it, and the expert's confidence
-when it gives one. Prompts are rendered from these facts only (earmark.stages.render), so what an item may
+when it gives one. Prompts are rendered from these facts only (earmark.stages.facts.render), so what an item may
 say is bounded by what is here; the table `evidence` stores them as a typed list column.
 """
 

@@ -28,7 +28,7 @@ class ItemClaim(Record):
     item_id: str
     clip_id: str
     field: str  # the item field the claim is in (text, question, answer, hypothesis, instruction)
-    claim_type: str  # presence, absence, gender, quote, tempo, place, number, … (earmark.stages.claims)
+    claim_type: str  # presence, absence, gender, quote, tempo, place, number, … (earmark.stages.filter.claims)
     value: str
     span: str  # the item's words
     specific: bool

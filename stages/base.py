@@ -5,7 +5,7 @@ output depends on: the sha of the prompt/phrase files and reply schemas it rende
 config subset. A `ShardJob` binds a spec to one shard's inputs (the keys of the shards it reads, or source
 identities for ingest) and to the stage function (records in → records out). From these two, and only
 here, come the shard key and the shard's catalog metadata (`plan`), and `run_job` does key → catalog
-lookup → run → write → register. The Prefect task in earmark.flows.common is a thin wrapper around it.
+lookup → run → write → register. The Prefect task in earmark.flows.shards is a thin wrapper around it.
 """
 
 from __future__ import annotations

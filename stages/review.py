@@ -30,7 +30,8 @@ from earmark.schemas import ITEM_TABLES, TABLES, from_table
 from earmark.schemas.outcomes import QCResult, ReviewDecision
 from earmark.schemas.records import Record
 from earmark.stages.base import StageSpec
-from earmark.stages.qc import check_ifeval_answer, normalise
+from earmark.stages.facts.text import normalise
+from earmark.stages.filter.qc import check_ifeval_answer
 from earmark.storage import Catalog
 
 REVIEW_VERSION = "2"  # 2: hypotheses whose premise caption a person rejected or rewrote are rejected
@@ -293,7 +294,7 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
 
 def _orphaned_premises(decided: Sequence[QCResult], by_key: Mapping[tuple[str, str], Record]) -> list[QCResult]:
     """Check `premise_review`: entailment hypotheses whose premise is a caption a person rejected or rewrote (a
-    premise must be text that was kept; see stages/audit.py `premise_rejections`)."""
+    premise must be text that was kept; see stages/filter/audit.py `premise_rejections`)."""
     gone: dict[str, dict[str, str]] = defaultdict(dict)  # clip → normalised caption text → its item id
     for r in decided:
         if r.item_table == "captions" and not r.keep and (caption := by_key.get(("captions", r.item_id))):

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 import soundfile as sf
-from support.bad_input import MAX_FILE_S, write_bad_input_corpus
 
 from earmark.core.config import IngestSection, load_config
 from earmark.stages import ingest
 from earmark.storage import Catalog
 from earmark.storage.paths import inside, plain_name, version_name
+from support.bad_input import MAX_FILE_S, write_bad_input_corpus
 
 RAW_PREFIXES = ("Error", "decoding failed", "not decodable", "unexpected")
 

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import CatalogConnection
 
+from conftest import CatalogConnection
 from earmark.core.config import load_config
 from earmark.corpus import generate_corpus
 from earmark.flows.build import run_build

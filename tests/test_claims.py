@@ -7,9 +7,9 @@ import pytest
 
 from earmark.core.config import SynthesizeSection
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
-from earmark.stages.audit import audit_items, duplicate_items
-from earmark.stages.claims import audit, claim_verdict, entailment_label_check, extract
-from earmark.stages.evidence import evidence_of
+from earmark.stages.filter.audit import audit_items, duplicate_items
+from earmark.stages.filter.claims import audit, claim_verdict, entailment_label_check, extract
+from earmark.stages.synthesize.evidence import evidence_of
 
 SPEECH = evidence_of(
     "s1",
@@ -269,7 +269,7 @@ def test_a_single_voice_is_a_speaker_count_and_a_silent_clip_has_no_acoustics_to
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     lin = {"clip_id": "q1", "expert": "x", "expert_version": "1", "backend": "b"}
     clip = SimpleNamespace(clip_id="q1", duration_s=5.0)  # build_evidence reads only these of a Clip
@@ -430,9 +430,9 @@ def test_an_unsure_tagger_verdict_is_neither_stated_nor_claimable():
     """A content whose calibrated probability misses `[evidence] presence_confidence` is "uncertain": no
     prompt sees it, a claim of it either way is unsupported, and no rule-written absence caption states it."""
     from earmark.prompts import load_phrases
-    from earmark.stages.render import render
-    from earmark.stages.synthesis.captions import absent_rows
-    from earmark.stages.synthesis.common import Synth
+    from earmark.stages.facts.render import render
+    from earmark.stages.synthesize.captions import absent_rows
+    from earmark.stages.synthesize.common import Synth
 
     unsure_sound = evidence_of("u1", "0MA", probs=[0.01, 0.99, 0.7])  # tagged as present, P = 0.7
     assert unsure_sound.get("content.sound_events").value == "uncertain" and not unsure_sound.present("sound_events")
@@ -493,7 +493,7 @@ def test_an_instructions_format_rule_and_an_answers_brackets_are_not_claims():
 
 def test_a_copied_template_slot_is_rejected_and_an_inverted_quality_claim_is_read():
     from earmark.core.config import FilterSection
-    from earmark.stages.qc import check_unfilled
+    from earmark.stages.filter.qc import check_unfilled
 
     def triple(answer):
         return _triple(0, "What is heard?", answer, 13, "")
@@ -510,7 +510,7 @@ def test_blind_room_estimates_are_facts_only_on_speech_alone():
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     def ev(domain, snr):
         lin = {"clip_id": "n1", "expert": "x", "expert_version": "1", "backend": "b"}
@@ -527,7 +527,7 @@ def test_blind_room_estimates_are_facts_only_on_speech_alone():
 
 
 def test_a_yes_no_or_degree_question_asks_about_presence_and_levels_it_does_not_assert_them():
-    from earmark.stages.claims import asserted
+    from earmark.stages.filter.claims import asserted
 
     quiet_no_music = evidence_of("q2", "S00", {"levels.lufs": -35.0}, probs=[0.95, 0.02, 0.02])
 
@@ -551,7 +551,7 @@ def _speech_evidence(words):
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision, Transcript, Word
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     lin = {"clip_id": "q2", "expert": "x", "expert_version": "1", "backend": "faster-whisper:tiny.en"}
     dom = DomainDecision(
@@ -580,8 +580,8 @@ def test_a_quote_is_a_whole_phrase_heard_with_confidence():
     """The held-out build quoted "spare. We add everything before us" for "…despair, we had everything before
     us": the transcript's mean probability was high, its words were not. Quotes now come from whole phrases
     whose every word is sure, and the audit supports only such words."""
-    from earmark.stages.render import View
-    from earmark.stages.synthesis.rule_captions import quote_of
+    from earmark.stages.facts.render import View
+    from earmark.stages.synthesize.rule_captions import quote_of
 
     words = [("It", 0.95), ("was", 0.9), ("the", 0.93), ("winter", 0.9), ("of", 0.92), ("spare.", 0.31)]
     words += [("We", 0.4), ("add", 0.35), ("everything", 0.9), ("before", 0.93), ("us,", 0.9)]
@@ -613,7 +613,7 @@ def test_texture_and_beat_are_facts_of_music_without_sound_events():
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     def ev(domain):
         lin = {"clip_id": "p1", "expert": "x", "expert_version": "1", "backend": "b"}
@@ -656,9 +656,9 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
         SpeakerTurn,
         VoicePitch,
     )
-    from earmark.stages.evidence import build_evidence
-    from earmark.stages.synthesis.common import Synth
-    from earmark.stages.synthesis.rule_captions import rule_captions
+    from earmark.stages.synthesize.common import Synth
+    from earmark.stages.synthesize.evidence import build_evidence
+    from earmark.stages.synthesize.rule_captions import rule_captions
 
     lin = {"clip_id": "d1", "expert": "x", "expert_version": "1", "backend": "b"}
     dom = DomainDecision(
@@ -752,9 +752,9 @@ def test_named_events_and_their_moments_are_claims_the_tagger_decides():
 def test_sound_captions_name_the_events_and_pass_the_audit():
     from earmark.core.config import SynthesizeSection
     from earmark.prompts import load_phrases
-    from earmark.stages.render import render
-    from earmark.stages.synthesis.common import Synth
-    from earmark.stages.synthesis.rule_captions import rule_captions
+    from earmark.stages.facts.render import render
+    from earmark.stages.synthesize.common import Synth
+    from earmark.stages.synthesize.rule_captions import rule_captions
 
     texts = [c.text for c in rule_captions(DOG, "sound", Synth(None, SynthesizeSection(content_captions="rule")))]
     assert texts == [
@@ -774,7 +774,7 @@ def test_a_paper_taggers_audioset_labels_become_named_events():
     from types import SimpleNamespace
 
     from earmark.schemas.records import DomainDecision, LabelProb, SoundEvents, WindowTags
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     lin = {"clip_id": "p2", "expert": "tags", "expert_version": "1", "backend": "audioset-tagger:x"}
     dom = DomainDecision(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
-from conftest import CatalogConnection
 
+from conftest import CatalogConnection
 from earmark.core.config import load_config
 from earmark.llm.fake_server import FakeLLMServer
 

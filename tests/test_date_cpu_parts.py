@@ -15,11 +15,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from support.date_previous import _previous_loop  # noqa: E402  (the loop before 2026-11-26, verbatim)
-
 from earmark.metrics import date_embed, date_weights  # noqa: E402
 from earmark.metrics.date_weights import sentence_weights, word_statistics  # noqa: E402
 from earmark.metrics.similarity import load_sbert  # noqa: E402
+from support.date_previous import _previous_loop  # noqa: E402  (the loop before 2026-11-26, verbatim)
 
 
 @pytest.fixture(scope="module")

@@ -265,7 +265,7 @@ def _run_jobs(cfg, jobs) -> None:
     from prefect import flow
     from prefect.task_runners import ThreadPoolTaskRunner
 
-    from earmark.flows.common import submit
+    from earmark.flows.shards import submit
 
     @flow(task_runner=ThreadPoolTaskRunner(max_workers=len(jobs)))
     def gpu_jobs():

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+
 from support.devset import DOMAINS, SR, Sources, make_clip
 
 

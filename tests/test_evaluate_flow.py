@@ -292,7 +292,7 @@ def test_publish_exports_entailment_and_ifeval_in_their_benchmark_shapes(dataset
     import csv
 
     from earmark.metrics.ifeval import ifeval_scores
-    from earmark.stages.formats import AUDIOBENCH_COLUMNS, ENTAILMENT_COLUMNS
+    from earmark.stages.publish.formats import AUDIOBENCH_COLUMNS, ENTAILMENT_COLUMNS
 
     root = Path(dataset.data_root) / "ev" / "exports" / "v0001"
     with (root / "entailment" / "entailment.csv").open(newline="") as f:

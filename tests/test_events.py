@@ -127,7 +127,7 @@ def test_only_classes_not_shown_wrong_on_dev_state_events() -> None:
     a precision under the bar (footsteps 0.83, crowd 0.62, sheep 0.60 at training time): what reaches the items
     is what held up on audio the tagger never saw."""
     from earmark.experts.probe.events import load_classes
-    from earmark.stages.evidence import event_policy
+    from earmark.stages.synthesize.evidence import event_policy
 
     meta = load_classes()
     policy = event_policy(meta["label_set"])

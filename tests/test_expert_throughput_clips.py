@@ -5,9 +5,9 @@ true domains sends each clip where its domain says."""
 from __future__ import annotations
 
 import numpy as np
-from support.throughput import TruthDomainExpert, corpus_clips, load_clips, save_clips, warmup_clips
 
 from earmark.corpus import DOMAIN_CODES
+from support.throughput import TruthDomainExpert, corpus_clips, load_clips, save_clips, warmup_clips
 
 
 def test_saved_clips_load_back_with_their_domains_and_route_by_them(tmp_path):
@@ -31,6 +31,7 @@ def test_model_clock_times_outermost_forwards_only():
     import time
 
     import torch
+
     from support.throughput import ModelClock
 
     class Slow(torch.nn.Module):
@@ -56,8 +57,7 @@ def test_model_clock_times_outermost_forwards_only():
 def test_no_embedded_expert_holds_the_gpu_slot():
     """`--host-share` marks the experts that would hold the `gpu` slot on a CUDA worker: none of the embedded
     profile's (the paper profile's DNSMOS and music rules are tested with those experts)."""
-    from support.throughput import gpu_slots
-
     from earmark.core.config import AnalyzeSection
+    from support.throughput import gpu_slots
 
     assert gpu_slots(AnalyzeSection()) == set()

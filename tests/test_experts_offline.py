@@ -356,8 +356,8 @@ def test_evidence_carries_every_table_and_views_speak_plainly(speech, vad, diari
     from earmark.prompts import load_phrases
     from earmark.schemas import ClipEvidence, arrow_schema, to_table
     from earmark.schemas.records import Clip, NISQAScores
-    from earmark.stages.evidence import build_evidence
-    from earmark.stages.render import render as _render
+    from earmark.stages.facts.render import render as _render
+    from earmark.stages.synthesize.evidence import build_evidence
 
     def render(ev, kind):
         return _render(ev, kind, load_phrases("evidence"))

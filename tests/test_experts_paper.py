@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from support import random_weights as rw
 
 from earmark.core.config import AnalyzeSection
 from earmark.experts import build_experts
@@ -37,6 +36,7 @@ from earmark.schemas.records import (
     TimeSpan,
     WindowTags,
 )
+from support import random_weights as rw
 
 SR = 16_000
 TAGGER = "MIT/ast-finetuned-audioset-10-10-0.4593"
@@ -310,11 +310,11 @@ def test_transformers_whisper_on_tiny_en_agrees_with_faster_whisper(tmp_path):
     import soundfile as sf
     import soxr
     from faster_whisper import WhisperModel
-    from support.whisper_export import ct2_to_transformers
 
     from earmark.experts.asr import whisper_model_dir
     from earmark.experts.paper.asr import transcribe_batch as ct2_batch
     from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
+    from support.whisper_export import ct2_to_transformers
 
     ct2_to_transformers(whisper_model_dir(), tmp_path / "models/openai/whisper-tiny.en")
     sentences = [
@@ -528,9 +528,9 @@ def test_nisqa_forward_with_device_masks_is_torchmetrics_forward(tmp_path):
     forward computes, padded batch included; and the configured device is kept, not forced to the CPU."""
     pytest.importorskip("torchmetrics")  # in the core venv (and the paper lock)
     import torch
-    from support.nisqa_checkpoint import random_checkpoint
 
     from earmark.experts.paper.nisqa import NISQAExpert, _load, forward
+    from support.nisqa_checkpoint import random_checkpoint
 
     random_checkpoint(tmp_path / "nisqa.tar")
     model, args = _load(str(tmp_path / "nisqa.tar"), "cpu")
@@ -549,10 +549,10 @@ def test_nisqa_torch_mel_spectrogram_is_librosas(tmp_path):
     pytest.importorskip("torchmetrics")
     import soxr
     import torch
-    from support.nisqa_checkpoint import random_checkpoint
     from torchmetrics.functional.audio.nisqa import _get_librosa_melspec, _segment_specs
 
     from earmark.experts.paper.nisqa import NISQAExpert, _load, forward, melspec_db, segments
+    from support.nisqa_checkpoint import random_checkpoint
 
     random_checkpoint(tmp_path / "nisqa.tar")
     model, args = _load(str(tmp_path / "nisqa.tar"), "cpu")

@@ -29,8 +29,8 @@ from earmark.schemas import (
     arrow_schema,
     to_table,
 )
-from earmark.stages.formats import AUDIOBENCH_COLUMNS, ENTAILMENT_COLUMNS
 from earmark.stages.ingest import encode_flac
+from earmark.stages.publish.formats import AUDIOBENCH_COLUMNS, ENTAILMENT_COLUMNS
 from earmark.storage import Catalog, ShardMeta
 
 SR = 16_000
@@ -354,7 +354,7 @@ def test_push_uploads_the_folder_with_a_token_and_refuses_without(lake, tmp_path
 
 
 def test_a_failed_export_leaves_nothing(lake, tmp_path, monkeypatch):
-    from earmark.stages import formats
+    from earmark.stages.publish import formats
 
     root, _, _, _ = lake
 

@@ -63,9 +63,8 @@ def test_a_pass_needs_each_workers_context_and_allocator_peak(workers, expected)
 def test_scaling_repeats_clips_with_their_records(monkeypatch):
     """`--repeat`: each clip and each of its records again under a new id, so N workers get more clips without
     the slot experts (GPU work) running again; the truth follows the copies."""
-    from support import worker_cpu
-
     from earmark.schemas.records import Clip, SpeechActivity
+    from support import worker_cpu
 
     seen = {}
     monkeypatch.setattr(worker_cpu, "cpu_workers", lambda *args: seen.setdefault("args", args) and {})

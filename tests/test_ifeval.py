@@ -323,7 +323,7 @@ def test_judge_prompt_and_rating_parser():
 
 
 def test_evaluation_scores_foreign_items_as_audiobench_and_counts_the_warnings():
-    from earmark.stages.evaluate_items import InstructionItem, score_ifeval
+    from earmark.stages.evaluate.items import InstructionItem, score_ifeval
 
     def item(i, dimension, rule, content):
         return InstructionItem(f"i{i}", "c1", "Describe the clip.", "A dog barks.", dimension, rule, content)
@@ -346,8 +346,8 @@ def test_evaluation_scores_foreign_items_as_audiobench_and_counts_the_warnings()
 
 
 def test_malformed_ifeval_prediction_lines_are_reported_with_file_and_line(tmp_path):
-    from earmark.stages.evaluate import prediction_problems
-    from earmark.stages.evaluation import plan_files
+    from earmark.stages.evaluate import plan_files
+    from earmark.stages.evaluate.predictions import prediction_problems
 
     (tmp_path / "ifeval.jsonl").write_text('{"i0": "a dog"}\n{"i1": \n["i2"]\n')
     plan = plan_files(tmp_path, None, ["similarity"])  # what the evaluate flow reads and checks

@@ -84,7 +84,7 @@ def test_only_the_earmark_namespace_is_installed(tmp_path):
 
 def test_prefect_is_imported_only_by_the_flows():
     got = _python(
-        "import sys, earmark.stages.synthesis, earmark.stages.filter, earmark.stages.evaluation, "
+        "import sys, earmark.stages.synthesize, earmark.stages.filter, earmark.stages.evaluate, "
         "earmark.cli.commands; print(sorted(m for m in sys.modules if m.split('.')[0] == 'prefect')[:3])",
         None,
     )

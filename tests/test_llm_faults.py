@@ -14,10 +14,10 @@ from earmark.core.config import LLMSection, SynthesizeSection, load_config
 from earmark.llm import CircuitOpenError, LLMClient, LLMEndpointError, ResponseCache, shard_budget
 from earmark.llm.fake_server import FakeLLMServer, minimal_instance, refused_url
 from earmark.llm.session import open_llm, preflight
-from earmark.stages.evidence import evidence_of
-from earmark.stages.synthesis import _schemas
-from earmark.stages.synthesis.common import Synth
-from earmark.stages.synthesis.qa import qa_clip
+from earmark.stages.synthesize import _schemas
+from earmark.stages.synthesize.common import Synth
+from earmark.stages.synthesize.evidence import evidence_of
+from earmark.stages.synthesize.qa import qa_clip
 
 MESSAGES = [{"role": "user", "content": "Describe the clip."}]
 SCHEMA = _schemas("qa")[0]

@@ -20,11 +20,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from test_date import RepetitionChecker, _caption_case  # noqa: E402
-
 from earmark.metrics.fense import fense_scores  # noqa: E402
 from earmark.metrics.mecat_eval import ALL_SUBSETS, MecatReport, evaluate_mecat, load_references  # noqa: E402
 from earmark.metrics.similarity import default_sbert_path, load_sbert  # noqa: E402
+from test_date import RepetitionChecker, _caption_case  # noqa: E402
 
 CLIPS_PER_DOMAIN = 4
 FIELDS = ("long", "short", "speech", "music", "sound", "environment")
@@ -236,14 +235,15 @@ def test_input_errors(subset, tmp_path):
 
 def test_evaluate_stage_rows_and_rebuilt_report(subset, sbert, tmp_path):
     """earmark.stages.evaluate: per-sample Score rows per group/metric, and the report rebuilt from them (cache skip)."""
-    from earmark.stages.evaluate import MECAT_SUBTASKS, mecat_report_from_scores, prediction_files, score_mecat
+    from earmark.stages.evaluate.captions import mecat_report_from_scores, score_groups
+    from earmark.stages.evaluate.predictions import MECAT_SUBTASKS, prediction_files
 
     preds = _caption_predictions(subset)
     (tmp_path / "long.jsonl").write_text("".join(json.dumps({k: v}) + "\n" for k, v in preds["long"].items()))
     (tmp_path / "qa.jsonl").write_text("".join(json.dumps({k: v}) + "\n" for k, v in _qa_predictions(subset).items()))
     files = prediction_files(tmp_path, None, MECAT_SUBTASKS)
     assert set(files) == {"long", "qa"}
-    rows, report = score_mecat("e1", "m", "v0001", files, subset, ["date", "bleu"], sbert)
+    rows, report = score_groups("e1", "m", "v0001", files, subset, ["date", "bleu"], sbert)
     assert {r.metric for r in rows} == {
         "date",
         "date_similarity",

@@ -138,7 +138,7 @@ def test_music_expert_writes_valid_tag_records() -> None:
 
 def test_only_tags_at_the_bar_reach_the_evidence() -> None:
     from earmark.core.config import EvidenceSection
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     mus = MusicAnalysis(
         clip_id="m",
@@ -181,7 +181,7 @@ def test_speech_over_music_heard_as_one_unbroken_segment_is_not_stated():
     from types import SimpleNamespace
 
     from earmark.schemas.records import SpeechActivity, TimeSpan
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     def vad(spans):
         s = sum(b - a for a, b in spans)
@@ -243,7 +243,7 @@ def test_a_diarized_speakers_gender_follows_the_same_pitch_rule():
     from types import SimpleNamespace
 
     from earmark.schemas.records import Diarization, LabelProb, SpeakerAttributes, SpeakerProfile, SpeakerTurn
-    from earmark.stages.evidence import build_evidence
+    from earmark.stages.synthesize.evidence import build_evidence
 
     def gender_of(label, hz):
         other = "male" if label == "female" else "female"

@@ -85,7 +85,7 @@ def _build(tmp_path, inputs, monkeypatch, pipeline: bool, fail_last: bool = Fals
 
 
 def _registered(cfg) -> set[tuple[str, str, int]]:
-    from earmark.flows.common import open_catalog
+    from earmark.storage import open_catalog
 
     return {tuple(r) for r in open_catalog(cfg).query("SELECT table_name, key, rows FROM shards")}
 

@@ -11,6 +11,7 @@ import pytest
 from rich.console import Console
 
 from earmark.core import progress
+from earmark.stages import synthesize
 
 
 class Clock:
@@ -102,18 +103,16 @@ def test_synthesis_reports_each_request_against_an_exact_total(item, replies):
     and adds each repair to the total as it is sent, so the bar never shows more done than its total (it showed
     137/102: the demo's 35 repairs were added only when the shard ended) and ends at done == total == the
     requests the endpoint got."""
-    from test_synthesis_units import _ev
-
     from earmark.core.config import load_config
     from earmark.llm import LLMClient
     from earmark.llm.fake_server import FakeLLMServer
-    from earmark.stages import synthesis
     from earmark.stages.base import Inputs
+    from test_synthesis_units import _ev
 
     cfg = load_config(None, {"synthesize": {"qa_pairs": "llm", "instruction_triples": "llm"}})
     evidence = [_ev("S00", clip_id="0123456789abcdef0001"), _ev("SMA", clip_id="fedcba98765432100002")]
-    resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)  # the embedded model: rule content captions
-    bound = synthesis.max_requests(item, resolved) * len(evidence)
+    resolved = synthesize.resolve_writers(cfg.synthesize, cfg.llm.model)  # the embedded model: rule content captions
+    bound = synthesize.max_requests(item, resolved) * len(evidence)
     rec = Recorder()
     schedule = "invalid_json*4,ok" if replies == "bad" else None  # four replies that need a repair
     with (
@@ -121,8 +120,8 @@ def test_synthesis_reports_each_request_against_an_exact_total(item, replies):
         LLMClient(srv.base_url, "fake-llm") as client,
         progress.reporting(rec),
     ):
-        progress.report(*synthesis.REQUESTS, planned=bound)  # what the flow announced
-        synthesis.run(
+        progress.report(*synthesize.REQUESTS, planned=bound)  # what the flow announced
+        synthesize.run(
             item,
             cfg.synthesize,
             cfg.llm,
@@ -133,12 +132,12 @@ def test_synthesis_reports_each_request_against_an_exact_total(item, replies):
             preplanned=bound,
         )
         sent = srv.requests
-    assert sent > 0 and rec.done[synthesis.REQUESTS] == sent
-    assert rec.planned[synthesis.REQUESTS] == sent  # the bound, corrected to what was asked
+    assert sent > 0 and rec.done[synthesize.REQUESTS] == sent
+    assert rec.planned[synthesize.REQUESTS] == sent  # the bound, corrected to what was asked
     assert rec.overshoot <= 0, f"done exceeded the total by {rec.overshoot}"
     if replies == "bad":
-        assert sent >= synthesis.planned_requests(item, evidence[0], synthesis.Synth(client, resolved)) + 4
-    assert bound >= synthesis.planned_requests(item, evidence[0], synthesis.Synth(client, resolved)) * 2
+        assert sent >= synthesize.planned_requests(item, evidence[0], synthesize.Synth(client, resolved)) + 4
+    assert bound >= synthesize.planned_requests(item, evidence[0], synthesize.Synth(client, resolved)) * 2
 
 
 class _Provider:

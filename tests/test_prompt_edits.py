@@ -17,6 +17,7 @@ from earmark.core.config import load_config
 from earmark.corpus import generate_corpus
 from earmark.flows.build import run_build
 from earmark.prompts import PROMPT_DIR, prompt_files
+from earmark.stages import synthesize
 
 pytestmark = pytest.mark.slow
 
@@ -52,10 +53,9 @@ REBUILT = ("caption_short", "content_captions", "qa_rules", "entailment_rules", 
 def _stage_shas(cfg) -> dict[str, str | None]:
     """The prompt part of each synthesis and filter stage key of a focused build, as the build computes it."""
     from earmark.stages import filter as filter_stage
-    from earmark.stages import synthesis
 
     shas = {
-        f"synthesize:{item}": synthesis.spec(item, cfg.synthesize, cfg.llm, cfg.evidence).prompt_sha
+        f"synthesize:{item}": synthesize.spec(item, cfg.synthesize, cfg.llm, cfg.evidence).prompt_sha
         for item in ("captions", "qa", "entailment", "instructions")
     }
     shas["filter"] = filter_stage.spec(cfg, "sbert").prompt_sha

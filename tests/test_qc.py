@@ -10,9 +10,8 @@ from earmark.core.config import FilterSection
 from earmark.experts.models import MissingWeights
 from earmark.prompts import load_phrases
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
-from earmark.stages.evidence import evidence_of
-from earmark.stages.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, margin_checks, require_clap
-from earmark.stages.qc import (
+from earmark.stages.filter.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, margin_checks, require_clap
+from earmark.stages.filter.qc import (
     ClipContext,
     check_hallucination,
     check_ifeval_answer,
@@ -22,6 +21,7 @@ from earmark.stages.qc import (
     summary,
     transcript_overlap,
 )
+from earmark.stages.synthesize.evidence import evidence_of
 
 S = FilterSection()
 
@@ -93,7 +93,7 @@ def test_confidence_applies_to_every_item_table():
 
 
 def test_absence_and_presence_claims_in_long_captions_follow_the_evidence():
-    from earmark.stages.claims import audit, claim_verdict
+    from earmark.stages.filter.claims import audit, claim_verdict
 
     def keep(text, domain):
         return claim_verdict(audit(text, evidence_of("c", domain, {"levels.lufs": -30.0})))[0]
@@ -238,9 +238,8 @@ def test_evidence_margin_backend_flags_a_swapped_caption(embed):
 
 
 def test_clap_backend_on_a_random_tiny_model(tmp_path):
-    from support.random_weights import clap_model
-
     from earmark.metrics.similarity import default_sbert_path
+    from support.random_weights import clap_model
 
     with pytest.raises(MissingWeights, match=r"laion/clap-htsat-unfused.*config\.json"):
         require_clap("laion/clap-htsat-unfused", tmp_path)
@@ -280,7 +279,7 @@ def test_one_fact_supports_a_bounded_number_of_item_groups():
     and items another check rejects take no budget."""
     from earmark.schemas.outcomes import ItemClaim, QCResult
     from earmark.schemas.records import QAPair
-    from earmark.stages.budget import fact_budget
+    from earmark.stages.filter.budget import fact_budget
 
     caps = [_cap(k, f"Two people talk ({k} {i}).", i=i) for k in ("short", "long", "speech") for i in range(3)]
     qa = [

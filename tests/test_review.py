@@ -16,7 +16,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_qc import _evidence
 
 from earmark.core.config import load_config
 from earmark.flows.filter import filter_flow
@@ -38,6 +37,7 @@ from earmark.schemas import (
 from earmark.stages.ingest import encode_flac
 from earmark.stages.review import Overlay, review_items, review_overlay, to_decisions, write_sheet
 from earmark.storage import Catalog, ShardMeta, ShardRef
+from test_qc import _evidence
 
 SR = 16_000
 CLIPS = {

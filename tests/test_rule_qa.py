@@ -4,17 +4,18 @@ passes the claim audit and its own format rule, answers its question from the fa
 from __future__ import annotations
 
 import pytest
-from test_synthesis_units import _ev
 
 from earmark.core.config import SynthesizeSection, load_config
 from earmark.metrics.ifeval import check_rule
 from earmark.schemas.records import QA_CATEGORIES
-from earmark.stages.audit import audit_items
-from earmark.stages.claims import audit, claim_verdict
-from earmark.stages.evidence import evidence_of
-from earmark.stages.synthesis.common import Synth
-from earmark.stages.synthesis.qa import INFERENCE, qa_plan
-from earmark.stages.synthesis.rule_qa import rule_instructions, rule_qa
+from earmark.stages import synthesize
+from earmark.stages.filter.audit import audit_items
+from earmark.stages.filter.claims import audit, claim_verdict
+from earmark.stages.synthesize.common import Synth
+from earmark.stages.synthesize.evidence import evidence_of
+from earmark.stages.synthesize.qa import INFERENCE, qa_plan
+from earmark.stages.synthesize.rule_qa import rule_instructions, rule_qa
+from test_synthesis_units import _ev
 
 
 class _NoModel:
@@ -113,14 +114,13 @@ def test_every_dimension_gets_a_rule_written_answer_somewhere():
 def test_rule_written_items_send_no_request(item):
     from earmark.llm import LLMClient
     from earmark.llm.fake_server import FakeLLMServer
-    from earmark.stages import synthesis
     from earmark.stages.base import Inputs
 
     cfg = load_config(None, {})  # the embedded small model: "auto" writers are the rules
     assert cfg.synthesize.qa_pairs == "auto" and cfg.synthesize.instruction_triples == "auto"
-    resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)
+    resolved = synthesize.resolve_writers(cfg.synthesize, cfg.llm.model)
     assert resolved.qa_pairs == "rule" and resolved.instruction_triples == "rule"
-    assert synthesis.max_requests(item, resolved) == 0
+    assert synthesize.max_requests(item, resolved) == 0
 
     class _Provider:
         def __init__(self, c):
@@ -131,7 +131,7 @@ def test_rule_written_items_send_no_request(item):
 
     evidence = list(CLIPS.values())
     with FakeLLMServer("ok") as srv, LLMClient(srv.base_url, "fake-llm") as client:
-        out = synthesis.run(
+        out = synthesize.run(
             item, cfg.synthesize, cfg.llm, cfg.evidence, _Provider(client), [item], Inputs.of(evidence=evidence)
         )
         assert srv.requests == 0
@@ -145,18 +145,19 @@ def test_a_capable_endpoint_writes_every_item_kind_and_the_rules_catch(item):
     checks reject) is written by rule instead, and each row says who wrote it."""
     from earmark.llm import LLMClient
     from earmark.llm.fake_server import FakeLLMServer
-    from earmark.stages import synthesis
     from earmark.stages.base import Inputs
-    from earmark.stages.synthesis.rule_captions import rule_captions
+    from earmark.stages.synthesize.rule_captions import rule_captions
 
     cfg = load_config(None, {"llm.model": "Qwen/Qwen2.5-72B-Instruct", "llm.endpoint": "http://gpu-box:8000/v1"})
-    resolved = synthesis.resolve_writers(cfg.synthesize, cfg.llm.model)
-    assert {k: getattr(resolved, k) for k in synthesis.WRITER_SETTINGS} == dict.fromkeys(
-        synthesis.WRITER_SETTINGS, "llm"
+    resolved = synthesize.resolve_writers(cfg.synthesize, cfg.llm.model)
+    assert {k: getattr(resolved, k) for k in synthesize.WRITER_SETTINGS} == dict.fromkeys(
+        synthesize.WRITER_SETTINGS, "llm"
     )
-    assert synthesis.max_requests(item, resolved) > 0
+    assert synthesize.max_requests(item, resolved) > 0
     pinned = load_config(None, {"llm.model": "big", "synthesize.qa_pairs": "rule"})
-    assert synthesis.resolve_writers(pinned.synthesize, pinned.llm.model).qa_pairs == "rule"  # an explicit choice holds
+    assert (
+        synthesize.resolve_writers(pinned.synthesize, pinned.llm.model).qa_pairs == "rule"
+    )  # an explicit choice holds
 
     class _Provider:
         def __init__(self, c):
@@ -173,7 +174,9 @@ def test_a_capable_endpoint_writes_every_item_kind_and_the_rules_catch(item):
         ]
         inputs["captions"] = [c.model_copy(update={"kind": "long"}) for c in inputs["captions"]]
     with FakeLLMServer("ok") as srv, LLMClient(srv.base_url, "big-model") as client:
-        out = synthesis.run(item, cfg.synthesize, cfg.llm, cfg.evidence, _Provider(client), [item], Inputs.of(**inputs))
+        out = synthesize.run(
+            item, cfg.synthesize, cfg.llm, cfg.evidence, _Provider(client), [item], Inputs.of(**inputs)
+        )
         assert srv.requests > 0  # the model was asked
     rows = out[item]
     assert out["rejections"] and all(r.model == "big-model" for r in out["rejections"] if r.prompt_name != "absent")
@@ -194,7 +197,7 @@ def test_named_events_become_questions_answers_and_hypotheses():
     """A dog at 2-4 s and footsteps at 6-8 s: the rule-written items name them, say when, and each passes the
     audit; the contradiction puts the dog at a time it is not heard."""
     from earmark.schemas.records import Caption
-    from earmark.stages.synthesis.rule_entailment import rule_entailment
+    from earmark.stages.synthesize.rule_entailment import rule_entailment
 
     pairs = rule_qa(EVENTS_CLIP, S).rows
     answers = " ".join(p.answer for p in pairs)
@@ -233,8 +236,8 @@ def _tagged_music(tags: dict[str, tuple[str, float]], domain: str = "0M0"):
 
 def test_music_captions_name_instruments_genre_and_mood_and_pass_the_audit():
     from earmark.prompts import load_phrases
-    from earmark.stages.render import render
-    from earmark.stages.synthesis.rule_captions import rule_captions
+    from earmark.stages.facts.render import render
+    from earmark.stages.synthesize.rule_captions import rule_captions
 
     ev = _tagged_music(
         {

@@ -15,7 +15,7 @@ import soundfile as sf
 
 from earmark.llm.audio import run_model, write_predictions
 from earmark.prompts import load_prompt
-from earmark.stages.evaluate import load_predictions
+from earmark.stages.evaluate.predictions import load_predictions
 
 SR = 16_000
 REJECTED_DURATION = 0.5  # the server answers 400 for clips of this length
@@ -210,9 +210,8 @@ def test_write_predictions_round_trips_through_mecat_format(fresh, tmp_path):
 
 
 def test_each_model_request_is_reported_to_the_progress_display(fresh, tmp_path):
-    from test_progress import Recorder
-
     from earmark.core import progress
+    from test_progress import Recorder
 
     rec = Recorder()
     with progress.reporting(rec):  # the caller knows the total; requests count as they return, failed ones too

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from earmark.flows.common import shard_table
+from earmark.flows.shards import shard_table
 from earmark.llm import LLMClient, ResponseCache
 from earmark.llm.fake_server import FakeLLMServer
 from earmark.schemas.records import Caption
 from earmark.stages.base import Inputs, ShardJob, StageSpec, run_job
-from earmark.stages.synthesis import _per_clip, _schemas
+from earmark.stages.synthesize import _per_clip, _schemas
 from earmark.storage import Catalog
 
 SCHEMA = _schemas("captions")[0]

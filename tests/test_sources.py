@@ -1,4 +1,4 @@
-"""One source file cannot flood a benchmark (stages/sources.py): a 20-minute file of digital silence became 120
+"""One source file cannot flood a benchmark (stages/ingest/sources.py): a 20-minute file of digital silence became 120
 clips and 1,800 of 1,848 published captions were the same 15 sentences; a file that repeats itself, or a long
 one, is bounded the same way; and a text is kept on clips of at most a few source files."""
 
@@ -13,7 +13,7 @@ from earmark.schemas import Caption, EntailmentHypothesis, QCResult
 from earmark.stages.base import Inputs
 from earmark.stages.filter import run_duplicates
 from earmark.stages.ingest import ingest_file
-from earmark.stages.sources import audio_features, audio_similarity, same_source_rejections, spread_rejections
+from earmark.stages.ingest.sources import audio_features, audio_similarity, same_source_rejections, spread_rejections
 
 SR = 16_000
 

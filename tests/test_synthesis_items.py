@@ -14,11 +14,11 @@ from earmark.llm.session import open_llm
 from earmark.metrics.ifeval import check_rule
 from earmark.prompts import load_prompt
 from earmark.schemas.records import Caption
-from earmark.stages.synthesis.entailment import check_entailment_set, entailment_clip
-from earmark.stages.synthesis.instructions import DIMENSION_ORDER, expected_answer, instructions_clip
-from earmark.stages.synthesis.instructions import instruction_plan as _plan
-from earmark.stages.synthesis.joint import joint_clip
-from earmark.stages.synthesis.replies import EntailmentReply, InstructionReply, joint_reply, reply_schema
+from earmark.stages.synthesize.entailment import check_entailment_set, entailment_clip
+from earmark.stages.synthesize.instructions import DIMENSION_ORDER, expected_answer, instructions_clip
+from earmark.stages.synthesize.instructions import instruction_plan as _plan
+from earmark.stages.synthesize.joint import joint_clip
+from earmark.stages.synthesize.replies import EntailmentReply, InstructionReply, joint_reply, reply_schema
 from tests.test_synthesis_units import ScriptedLLM, _ev, synth
 
 

@@ -10,15 +10,15 @@ from pydantic import ValidationError
 from earmark.core.config import ConfigError, FilterSection, SynthesizeSection, load_config
 from earmark.prompts import load_phrases, load_prompt
 from earmark.schemas.records import QA_CATEGORIES, Caption, Rejection
-from earmark.stages.evaluate import PredictionError, load_predictions, prediction_files
-from earmark.stages.evidence import evidence_of
-from earmark.stages.qc import kept_ids, run_checks
-from earmark.stages.render import render as _render
-from earmark.stages.synthesis.captions import caption_clip
-from earmark.stages.synthesis.common import Synth
-from earmark.stages.synthesis.qa import qa_plan
-from earmark.stages.synthesis.replies import CaptionReply
-from earmark.stages.synthesis.rule_captions import rule_captions
+from earmark.stages.evaluate.predictions import PredictionError, load_predictions, prediction_files
+from earmark.stages.facts.render import render as _render
+from earmark.stages.filter.qc import kept_ids, run_checks
+from earmark.stages.synthesize.captions import caption_clip
+from earmark.stages.synthesize.common import Synth
+from earmark.stages.synthesize.evidence import evidence_of
+from earmark.stages.synthesize.qa import qa_plan
+from earmark.stages.synthesize.replies import CaptionReply
+from earmark.stages.synthesize.rule_captions import rule_captions
 
 PHRASES = load_phrases("evidence")
 
@@ -169,7 +169,7 @@ def test_rule_written_content_and_absence_captions_and_audited_repairs():
 
 
 def test_a_silent_clip_gets_every_caption_by_rule_and_each_passes_the_audit():
-    from earmark.stages.claims import audit, claim_verdict
+    from earmark.stages.filter.claims import audit, claim_verdict
 
     silent = evidence_of("c", "000", duration_s=8.0)
     llm = ScriptedLLM([])
@@ -218,7 +218,7 @@ def _cap(kind, text, domain="S0A", conf=0.9, i=0):
 
 
 def test_rule_stated_absence_is_supported_exactly_when_the_content_is_confidently_absent():
-    from earmark.stages.claims import audit, claim_verdict
+    from earmark.stages.filter.claims import audit, claim_verdict
 
     for kind, texts in load_phrases("absent")["captions"].items():
         idx = {"speech": 0, "music": 1, "sound": 2}[kind]
@@ -295,8 +295,8 @@ def test_config_errors_name_the_problem(tmp_path: Path):
 
 
 def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_audit():
-    from earmark.stages.audit import audit_items
-    from earmark.stages.synthesis.entailment import entailment_clip
+    from earmark.stages.filter.audit import audit_items
+    from earmark.stages.synthesize.entailment import entailment_clip
 
     ev = _ev()
     premise = Caption(
@@ -411,7 +411,7 @@ def test_one_turn_split_at_its_pauses_is_not_several_moments():
 def test_a_sound_in_the_later_windows_is_not_throughout():
     """Item 23 of the same check: a jet at 2.55-6.51 s of 8 s lit the windows 2-8 (three of four), and the
     rules said "throughout". A window says a sound is in it, not for how long."""
-    from earmark.stages.render import when_phrase
+    from earmark.stages.facts.render import when_phrase
 
     p = load_phrases("evidence")
     assert when_phrase(p, [(2.0, 4.0), (4.0, 6.0), (6.0, 8.0)], 8.0) == "in the later part of the clip"
@@ -436,7 +436,7 @@ def test_a_voice_gender_is_stated_only_where_pitch_made_it_right():
     """Five real-audio builds: below 150 Hz 32 of 32 pitch groups were men; above, men and women mix (a man at
     171 Hz was "a female voice", cartoon men at 205-254 Hz too). Only "male" below 150 Hz reaches the bar."""
     from earmark.schemas.records import LabelProb
-    from earmark.stages.evidence import calibrated_gender
+    from earmark.stages.synthesize.evidence import calibrated_gender
 
     def probs(label, p, hz):
         other = "female" if label == "male" else "male"

@@ -25,7 +25,7 @@ from earmark.core.config import load_config
 )
 def test_the_cores_are_shared_among_the_stage_functions_that_compute_at_once(monkeypatch, settings, expected):
     """16 cores: the threads runner's max_workers or a local cluster's workers divide them; the setting wins."""
-    from earmark.flows.common import cpu_threads
+    from earmark.flows.runners import cpu_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
     assert cpu_threads(load_config(None, {"dataset": "t", **settings})) == expected
@@ -33,7 +33,7 @@ def test_the_cores_are_shared_among_the_stage_functions_that_compute_at_once(mon
 
 def test_the_threads_and_dask_runners_get_the_same_budget(monkeypatch):
     """Both compute the same tables only with the same thread counts (float reduction order)."""
-    from earmark.flows.common import cpu_threads
+    from earmark.flows.runners import cpu_threads
 
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(12)), raising=False)
     threads = load_config(None, {"dataset": "t", "run.task_runner": "threads"})

@@ -13,7 +13,7 @@ import pytest
 
 from earmark.cli.commands import sql_error
 from earmark.cli.main import main
-from earmark.stages.evaluate import PredictionError, load_predictions, read_predictions
+from earmark.stages.evaluate.predictions import PredictionError, load_predictions, read_predictions
 from earmark.storage import Catalog
 
 
@@ -111,7 +111,7 @@ def test_the_api_key_comes_from_the_env_else_a_prefect_secret_block(prefect_harn
     from prefect.blocks.system import Secret
 
     from earmark.core.config import load_config
-    from earmark.flows.common import load_api_key
+    from earmark.flows.runs import load_api_key
     from earmark.llm.session import api_key
 
     Secret(value="sk-from-block").save("earmark-test-key", overwrite=True)

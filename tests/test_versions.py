@@ -6,12 +6,12 @@ from __future__ import annotations
 import csv
 
 import pytest
-from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
 from earmark.cli.main import main
 from earmark.flows.rerun import rerun_flow
 from earmark.flows.review import review_import_flow
-from earmark.stages import versions as vs
+from earmark.queries import versions as vs
+from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,16 @@ import threading
 import xml.etree.ElementTree as ET
 
 import pytest
-from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
 from earmark.cli.view.server import ViewApp, make_server
 from earmark.flows.publish import publish_flow
+from earmark.queries.browse import VersionView
 from earmark.schemas import Caption, to_table
-from earmark.stages.browse import VersionView
-from earmark.stages.formats import kept_items
-from earmark.stages.plots import version_plots
+from earmark.stages.publish.formats import kept_items
+from earmark.stages.publish.plots import version_plots
 from earmark.stages.review import stored_decisions
 from earmark.storage import ShardMeta
+from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
 EVIL = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"

@@ -29,8 +29,10 @@ def _compute(events: list, started: threading.Event, name: str, inputs) -> dict[
 def _build(tmp_path, write_behind: bool, monkeypatch) -> tuple[list, list]:
     from prefect import flow
 
-    from earmark.flows.common import open_catalog, submit, task_runner
+    from earmark.flows.runners import task_runner
+    from earmark.flows.shards import submit
     from earmark.stages.base import ShardJob, StageSpec
+    from earmark.storage import open_catalog
 
     cfg = load_config(
         None,
@@ -92,7 +94,8 @@ def test_a_shard_is_written_while_the_next_one_computes_on_the_one_compute_slot(
 
 @pytest.mark.parametrize(("runner", "write_behind", "slots"), [("threads", True, 3), ("sequential", True, 1)])
 def test_compute_slots_outside_dask_follow_the_config(runner, write_behind, slots):
-    from earmark.flows.common import compute_slots, task_runner
+    from earmark.flows.runners import task_runner
+    from earmark.flows.slots import compute_slots
 
     cfg = load_config(None, {"run.task_runner": runner, "run.max_workers": 3, "run.write_behind": write_behind})
     assert compute_slots(cfg) == slots
@@ -106,7 +109,7 @@ def test_an_expert_that_takes_the_gpu_in_sections_holds_the_slot_only_there(monk
     from contextlib import contextmanager
 
     from earmark.experts.base import gpu_section
-    from earmark.flows import common
+    from earmark.flows import slots
 
     held: list[str] = []
 
@@ -116,9 +119,9 @@ def test_an_expert_that_takes_the_gpu_in_sections_holds_the_slot_only_there(monk
         yield
         held.append("give")
 
-    monkeypatch.setattr(common, "concurrency", concurrency)
+    monkeypatch.setattr(slots, "concurrency", concurrency)
     cfg = load_config(None, {"run.task_runner": "threads"})
-    with common.compute_slot(cfg, gpu=True, sections=sections):
+    with slots.compute_slot(cfg, gpu=True, sections=sections):
         held.append("cpu work")
         with gpu_section():
             held.append("gpu work")

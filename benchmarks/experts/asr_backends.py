@@ -106,10 +106,9 @@ def main() -> None:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
 
-    from support.whisper_export import ct2_to_transformers
-
     from earmark.experts.asr import whisper_model_dir
     from earmark.experts.paper.asr_hf import TransformersWhisperPaperExpert
+    from support.whisper_export import ct2_to_transformers
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "models"

@@ -57,9 +57,9 @@ if __name__ == "__main__":
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support: not installed
 from expert_throughput import paper_config  # noqa: E402  (this folder's script)
-from support.worker_cpu import as_on_cuda, markdown, measure, scaling_passes  # noqa: E402
 
 from earmark.core.config import AnalyzeSection  # noqa: E402
+from support.worker_cpu import as_on_cuda, markdown, measure, scaling_passes  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

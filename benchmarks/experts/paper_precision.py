@@ -27,10 +27,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support: not installed
 
 from paper_throughput import TAGGER, audioset_labels, clips  # noqa: E402
-from support import random_weights as rw  # noqa: E402
 
 from earmark.experts.audio import samples_16k  # noqa: E402
 from earmark.experts.paper.hf import classify, default_activation, load_classifier  # noqa: E402
+from support import random_weights as rw  # noqa: E402
 
 
 def windows(n: int, seconds: float, window_s: float = 2.0) -> list[np.ndarray]:

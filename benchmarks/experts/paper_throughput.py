@@ -31,11 +31,10 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support: not installed
-from support import random_weights as rw  # noqa: E402
-
 from earmark.experts.base import ClipAudio  # noqa: E402
 from earmark.experts.models import model_path  # noqa: E402
 from earmark.schemas.records import SpeechActivity, TimeSpan  # noqa: E402
+from support import random_weights as rw  # noqa: E402
 
 TAGGER = "bench/ast-base-audioset"
 WHISPER = "bench/whisper-large-v3-ct2"

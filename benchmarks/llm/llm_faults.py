@@ -27,7 +27,7 @@ from earmark.core.config import LLMSection
 from earmark.llm import LLMEndpointError
 from earmark.llm.fake_server import FakeLLMServer, refused_url
 from earmark.llm.session import open_llm
-from earmark.stages.synthesis import _schemas
+from earmark.stages.synthesize import _schemas
 
 QA_PROMPT = "You write question-answer pairs"  # a phrase of prompts/qa.toml's system prompt
 

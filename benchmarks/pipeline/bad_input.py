@@ -16,10 +16,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # support: not installed
-from support.bad_input import MAX_FILE_S, write_bad_input_corpus  # noqa: E402
-
 from earmark.core.config import IngestSection
 from earmark.stages import ingest
+from support.bad_input import MAX_FILE_S, write_bad_input_corpus  # noqa: E402
 
 
 def main() -> int:

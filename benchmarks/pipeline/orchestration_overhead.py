@@ -62,7 +62,7 @@ def make_clips(out: Path, n: int, seconds: float = 10.0, seed: int = 0) -> list[
 
 
 def _warm_up() -> None:
-    import earmark.flows.common  # noqa: F401  (Prefect's engine, the catalog)
+    import earmark.flows.shards  # noqa: F401  (Prefect's engine, the catalog)
     import earmark.stages.analyze  # noqa: F401
     import earmark.stages.ingest  # noqa: F401
 
@@ -95,7 +95,9 @@ def run_once(
 
     from earmark.core.config import load_config
     from earmark.flows.build import ingest_and_analyze
-    from earmark.flows.common import open_catalog, run_tags, shared_runner, subflows_without_heartbeats
+    from earmark.flows.runners import shared_runner, subflows_without_heartbeats
+    from earmark.flows.runs import run_tags
+    from earmark.storage import open_catalog
 
     if root.exists():
         shutil.rmtree(root)
@@ -134,11 +136,11 @@ def run_once(
     for module in (flows_ingest, flows_analyze):
         module.submit = _recording(module.submit, jobs)
 
-    import earmark.flows.common as flows_common
+    from earmark.flows import shards
 
-    untagged = flows_common.TagsContext
+    untagged = shards.TagsContext
     if task_tags:  # shard task runs tagged like their flow runs, as before: each checks tag concurrency limits
-        flows_common.TagsContext = lambda **_: contextlib.nullcontext()
+        shards.TagsContext = lambda **_: contextlib.nullcontext()
 
     @flow(name="overhead-benchmark")
     def bench() -> dict[str, float]:
@@ -182,7 +184,7 @@ def run_once(
         with run_tags(cfg, "build"):  # the tags a build's flow runs carry
             return bench()
     finally:
-        flows_common.TagsContext = untagged
+        shards.TagsContext = untagged
         stages_analyze.decoded_batches = prefetching
         for module in (flows_ingest, flows_analyze):
             module.submit = module.submit.__wrapped__

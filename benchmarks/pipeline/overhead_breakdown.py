@@ -59,10 +59,10 @@ def main() -> int:
 
 def _breakdown(args: argparse.Namespace) -> int:
     import earmark.flows.analyze as flows_analyze
-    import earmark.flows.common as flows_common
     import earmark.stages.base as base
     import earmark.stages.ingest as ingest
     import earmark.storage.catalog as catalog
+    from earmark.flows import shards
 
     spent: dict[str, float] = collections.defaultdict(float)
     calls: collections.Counter[str] = collections.Counter()
@@ -90,9 +90,9 @@ def _breakdown(args: argparse.Namespace) -> int:
         tasks.append((t0, time.perf_counter(), job.task_name, ref.seconds))
         return ref
 
-    flows_common.run_job = traced_run_job
+    shards.run_job = traced_run_job
     computing: list[tuple[float, float]] = []  # when a compute slot was held (the stage function ran)
-    compute_slot = flows_common.compute_slot
+    compute_slot = shards.compute_slot
 
     compute_cpu = [0.0]  # CPU seconds of the threads running stage functions, while they ran them
 
@@ -106,7 +106,7 @@ def _breakdown(args: argparse.Namespace) -> int:
                 computing.append((t0, time.perf_counter()))
                 compute_cpu[0] += time.thread_time() - c0
 
-    flows_common.compute_slot = traced_slot
+    shards.compute_slot = traced_slot
     for owner, name, label in [
         (catalog.Catalog, "has_shard", "catalog: has_shard (lookup before computing)"),
         (base, "to_table", "records → Arrow"),
@@ -115,9 +115,9 @@ def _breakdown(args: argparse.Namespace) -> int:
         (catalog.Catalog, "_transaction", "catalog: transactions (all)"),
         (catalog.Catalog, "extend_manifest", "catalog: extend_manifest"),
         (ingest, "source_identity", "ingest: source identities (file sha256, flow thread)"),
-        (flows_common, "create_progress_artifact", "artifacts: create progress"),
-        (flows_common, "update_progress_artifact", "artifacts: update progress"),
-        (flows_common, "create_table_artifact", "artifacts: shard table"),
+        (shards, "create_progress_artifact", "artifacts: create progress"),
+        (shards, "update_progress_artifact", "artifacts: update progress"),
+        (shards, "create_table_artifact", "artifacts: shard table"),
         (flows_analyze, "build_experts", "analyze: build_experts"),
     ]:
         timed(owner, name, label)

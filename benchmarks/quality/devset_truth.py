@@ -31,9 +31,9 @@ from pathlib import Path
 
 from earmark.prompts import load_phrases
 from earmark.schemas import ClipEvidence, from_table
-from earmark.stages.claims import event_spans
-from earmark.stages.render import View
-from earmark.stages.synthesis.rule_captions import FACTS, quote_of
+from earmark.stages.facts.render import View
+from earmark.stages.filter.claims import event_spans
+from earmark.stages.synthesize.rule_captions import FACTS, quote_of
 from earmark.storage import Catalog
 
 TOLERANCE_S = 1.0

@@ -24,8 +24,8 @@ import numpy as np
 from earmark.metrics.date import GROUP_DELTA, date_scores
 from earmark.prompts import load_phrases
 from earmark.schemas import ClipEvidence, from_table
+from earmark.stages.facts.render import render
 from earmark.stages.publish import kept_items
-from earmark.stages.render import render
 from earmark.storage import Catalog
 
 MECAT_WORDS = {"short": 8.8, "long": 17.4, "speech": 8.2, "music": 5.9, "sound": 5.0, "environment": 7.6}

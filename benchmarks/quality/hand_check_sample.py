@@ -100,7 +100,7 @@ def main() -> None:
     source = dict(cat.query(f"SELECT clip_id, source_path FROM {v}.clips"))
     domain = dict(cat.query(f"SELECT clip_id, domain FROM {v}.domain"))
     phrases = load_phrases("evidence")
-    from earmark.stages.render import render
+    from earmark.stages.facts.render import render
 
     rng = random.Random(args.seed)
     if args.entailment:

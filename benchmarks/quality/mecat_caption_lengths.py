@@ -1,7 +1,7 @@
 """Word counts of MECAT's test-set caption references per caption kind, as a small JSON the dataset card's and
 the view's length plots compare earmark's captions against (so the core install needs no `mecat` wheel).
 
-    .venv/bin/python benchmarks/quality/mecat_caption_lengths.py > stages/data/mecat_caption_lengths.json
+    .venv/bin/python benchmarks/quality/mecat_caption_lengths.py > stages/publish/data/mecat_caption_lengths.json
 
 Reads the references shipped in the official `mecat` 1.1.0 wheel (test split, caption/<domain>.jsonl.gz; each
 line {key: {kind: [refs…], …}}); a kind's histogram counts every non-empty reference in 1-word bins up to 60

@@ -1,7 +1,7 @@
 """Precision and recall of each QC check on a set with planted bad items.
 
 How the set is built (no LLM, no audio): 48 clips, 6 per MECAT domain. Each clip gets an evidence dict of the
-shape `earmark.stages.evidence.build_evidence` writes (content presence, a hand-written transcript for speech clips,
+shape `earmark.stages.synthesize.evidence.build_evidence` writes (content presence, a hand-written transcript for speech clips,
 tempo/key/beat for music clips, coarse sound tags for sound clips, levels/quality/acoustics), and clean
 hand-templated items: a long and a short caption, speech/music/sound captions (absence stated by the rule text
 where the domain lacks the content), one QA pair, three entailment hypotheses and two IFEval triples whose
@@ -34,9 +34,9 @@ from earmark.metrics.similarity import embed, load_sbert  # noqa: E402
 from earmark.prompts import load_phrases  # noqa: E402
 from earmark.schemas.evidence import ClipEvidence  # noqa: E402
 from earmark.schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
-from earmark.stages.evidence import evidence_of  # noqa: E402
-from earmark.stages.margin import EvidenceSbertBackend, margin_checks  # noqa: E402
-from earmark.stages.qc import ClipContext, run_checks  # noqa: E402
+from earmark.stages.filter.margin import EvidenceSbertBackend, margin_checks  # noqa: E402
+from earmark.stages.filter.qc import ClipContext, run_checks  # noqa: E402
+from earmark.stages.synthesize.evidence import evidence_of  # noqa: E402
 
 ABSENT_TEXT = load_phrases("absent")["captions"]
 

@@ -4,7 +4,7 @@
 
 The truth file (training/build_corpus.py) gives per clip its domain, the room tone's level (`noise_db`), the
 sources' levels (`music_db`, `sound_db`) and, for a reverberated clip, the drawn `rt60_s` and `drr_db`. Per clip
-this prints the estimate, the band word it falls in (stages/bands.py), and whether the evidence states it
+this prints the estimate, the band word it falls in (stages/facts/bands.py), and whether the evidence states it
 (confidence ≥ `[evidence] min_confidence`); then counts the "noisy" and "dry" words by whether the clip has
 music or events, against the mix: "noisy" is wrong where the room tone lies ≥ 25 dB under every source, "dry"
 is wrong on a clip reverberated with a drawn RT60 ≥ 0.4 s.
@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from earmark.schemas import ClipEvidence, from_table
-from earmark.stages import bands
+from earmark.stages.facts import bands
 from earmark.storage import Catalog
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from earmark.prompts import load_phrases
 from earmark.schemas import ClipEvidence, from_table
+from earmark.stages.facts.render import render
 from earmark.stages.publish import kept_items
-from earmark.stages.render import render
 from earmark.storage import Catalog
 
 NAMED = ("event", "instrument", "genre", "mood")

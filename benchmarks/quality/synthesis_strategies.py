@@ -24,9 +24,9 @@ from pathlib import Path
 from earmark.core.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.llm.session import open_llm
 from earmark.schemas import ClipEvidence, from_table
-from earmark.stages import synthesis
+from earmark.stages import synthesize
 from earmark.stages.base import Inputs
-from earmark.stages.synthesis.common import Outcome
+from earmark.stages.synthesize.common import Outcome
 from earmark.storage import Catalog
 
 ITEMS = ("captions", "qa", "entailment", "instructions")
@@ -70,7 +70,7 @@ def run(evidence, strategy: str, llm_cfg: LLMSection, cache: Path) -> dict:
     try:
         if strategy == "joint":
             t0, s0 = time.perf_counter(), llm.stats()
-            got = synthesis.run(
+            got = synthesize.run(
                 "joint", cfg, llm_cfg, EvidenceSection(), _Fixed(llm), ITEMS, Inputs.of(evidence=evidence)
             )
             dt, s1 = time.perf_counter() - t0, llm.stats()
@@ -82,7 +82,7 @@ def run(evidence, strategy: str, llm_cfg: LLMSection, cache: Path) -> dict:
             for item in ITEMS:
                 t0, s0 = time.perf_counter(), llm.stats()
                 got = _outcome(
-                    synthesis.run(
+                    synthesize.run(
                         item,
                         cfg,
                         llm_cfg,

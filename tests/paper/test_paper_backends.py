@@ -16,13 +16,13 @@ import os
 import numpy as np
 import pytest
 import torch
-from support import random_weights as rw
 
 from earmark.core.config import AnalyzeSection, FilterSection
 from earmark.experts import build_experts
 from earmark.experts.base import ClipAudio
 from earmark.experts.models import MissingWeights
 from earmark.schemas.records import SoundEvents, TimeSpan
+from support import random_weights as rw
 from tests.test_experts_offline import _domain
 from tests.test_experts_paper import (
     EMOTION,
@@ -231,7 +231,7 @@ def test_nisqa_on_device(paper_models, device):
 # ------------------------------------------------------------------------------- CLAP margin
 @pytest.mark.parametrize("device", DEVICES)
 def test_clap_margin_check_on_device(paper_models, device):
-    from earmark.stages.margin import ClapBackend, margin_checks, require_clap
+    from earmark.stages.filter.margin import ClapBackend, margin_checks, require_clap
     from tests.test_qc import _cap
 
     audio = {f"k{i}": tone(f"k{i}", 1.0, 220.0 * (i + 1)).samples for i in range(4)}

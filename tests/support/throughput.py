@@ -285,7 +285,7 @@ def _run_experts(
 
 def _slot(gpu_lock, expert: Expert):
     """The flow's `gpu` slot, emulated by the shared lock: around the whole expert, or only around its
-    gpu_section()s for an expert that takes it there (as flows.common.compute_slot does)."""
+    gpu_section()s for an expert that takes it there (as flows.slots.compute_slot does)."""
     if gpu_lock is None or not expert.uses_gpu:
         return nullcontext()
     if expert.gpu_in_sections:
