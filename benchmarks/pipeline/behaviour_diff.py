@@ -6,14 +6,21 @@ Each directory is a dataset directory (`data/<dataset>`): its DuckLake catalog (
 before DuckLake, its `catalog.duckdb`); the main views (the latest version) are read with DuckDB. Lineage columns (prompt sha, model/backend version strings, shard
 keys, evidence sha) are left out: the question is whether the texts, labels, scores and keep/reason
 verdicts are the same. Rows are matched by their natural key (item_id, or clip_id + the table's index
-columns); floats are compared to 1e-6. Prints, per table: rows in each, identical, changed, only-old,
+columns); floats are compared to 1e-6. A table whose key is not unique (e.g. `claims`, several per clip) is
+compared as a multiset of whole rows (floats rounded to 6 decimals): identical = rows in both, the rest old- or
+new-only. A rejection's `qc` row is named by its position among the shard's rejections
+(`<clip>:<prompt>:rejected:<i>`), which follows the order of the rejection shards' keys: it is compared
+without the position (`:rejected:#`). Prints, per table: rows in each, identical, changed, only-old,
 only-new, and the first changed rows with the columns that differ.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
+from collections import Counter
 from pathlib import Path
 
 import duckdb
@@ -57,8 +64,22 @@ class _Source:
         }
 
 
+_REJECTED = re.compile(r":rejected:\d+$")
+
+
 def _rows(src: _Source, table: str) -> tuple[list[str], list[tuple]]:
-    return src.run(f"SELECT * FROM {table}")
+    cols, rows = src.run(f"SELECT * FROM {table}")
+    if table == "qc" and "item_id" in cols:
+        i = cols.index("item_id")
+        rows = [(*r[:i], _REJECTED.sub(":rejected:#", r[i]), *r[i + 1 :]) for r in rows]
+    return cols, rows
+
+
+def _hashable(row: tuple) -> str:
+    def fix(x):
+        return round(x, 6) if isinstance(x, float) and not math.isnan(x) else x
+
+    return json.dumps([fix(x) for x in row], default=str, sort_keys=True)
 
 
 def _same(a, b) -> bool:
@@ -85,6 +106,17 @@ def compare(old: Path, new: Path, show: int) -> int:
         idx_a, idx_b = [cols_a.index(c) for c in cols], [cols_b.index(c) for c in cols]
         by_a = {tuple(r[cols_a.index(k)] for k in key): tuple(r[i] for i in idx_a) for r in rows_a}
         by_b = {tuple(r[cols_b.index(k)] for k in key): tuple(r[i] for i in idx_b) for r in rows_b}
+        if len(by_a) < len(rows_a) or len(by_b) < len(rows_b):  # the key is not unique: whole rows, as multisets
+            ca = Counter(_hashable(tuple(r[i] for i in idx_a)) for r in rows_a)
+            cb = Counter(_hashable(tuple(r[i] for i in idx_b)) for r in rows_b)
+            only_a, only_b = sum((ca - cb).values()), sum((cb - ca).values())
+            total_changed += only_a + only_b
+            print(f"| {table} | {len(rows_a)} | {len(rows_b)} | {sum((ca & cb).values())} | – | {only_a} | {only_b} |")
+            for row in sorted((ca - cb).elements())[: max(0, show - len(changes))]:
+                changes.append(f"- {table} {row[:200]}: only in old")
+            for row in sorted((cb - ca).elements())[: max(0, show - len(changes))]:
+                changes.append(f"- {table} {row[:200]}: only in new")
+            continue
         same = changed = 0
         for k in by_a.keys() & by_b.keys():
             if _same(by_a[k], by_b[k]):
