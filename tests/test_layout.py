@@ -89,3 +89,16 @@ def test_prefect_is_imported_only_by_the_flows():
         None,
     )
     assert got.returncode == 0 and got.stdout.strip() == "[]", got.stdout + got.stderr
+
+
+def test_every_package_is_in_a_layer_and_in_the_architecture_table():
+    """import-linter checks every package, and docs/architecture.md's layer table names each one."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    layers = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")["layers"]
+    in_layers = {m.strip() for layer in layers for m in layer.split("|")}
+    tops = {".".join(p.split(".")[:2]) for p in config["tool"]["setuptools"]["packages"] if p != "earmark"}
+    covered = {t for t in tops if any(m == t or m.startswith(t + ".") for m in in_layers)}
+    assert covered == tops, sorted(tops - covered)
+    table = (ROOT / "docs" / "architecture.md").read_text().split("### One namespace")[0]
+    assert all(f"`{m}`" in table or f"`{m.rsplit('.', 1)[0]}`" in table or f".{m.rsplit('.', 1)[1]}`" in table
+               for m in in_layers), [m for m in in_layers if f"`{m}`" not in table]  # fmt: skip
