@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from earmark.schemas.records import ITEM_TABLES, ItemTable
+from earmark.schemas.records import ITEM_TABLES
 
 
 class Section(BaseModel):
@@ -172,11 +172,19 @@ class EvidenceSection(Section):
     music_tag_confidence: float = Field(0.9, ge=0.5, le=1)
 
 
+def _item_tables(names: list[str]) -> list[str]:
+    """Item tables of the registered item types (earmark.stages.synthesize.ITEM_TYPES registers them)."""
+    unknown = [n for n in names if n not in ITEM_TABLES]
+    if unknown:
+        raise ValueError(f"unknown item type {', '.join(map(repr, unknown))}; use any of {', '.join(ITEM_TABLES)}")
+    return names
+
+
 class SynthesizeSection(Section):
     # focused: one small prompt per caption kind / item (what 0.5B local models can do);
     # joint: one chain-of-thought pass per clip writing every item (for capable endpoints)
     strategy: Literal["focused", "joint"] = "focused"
-    items: list[ItemTable] = list(ITEM_TABLES)
+    items: list[str] = Field(default_factory=lambda: list(ITEM_TABLES))  # the registered item types
     absent_captions: Literal["rule", "llm"] = "rule"
     # Who writes each item kind: "rule" (from the confident facts by the templates of prompts/, no model call),
     # "llm" (the model writes it from the facts; what the claim audit still rejects after a repair is written by
@@ -196,6 +204,11 @@ class SynthesizeSection(Section):
     # reason, like a reply that fails validation; QC audits every item again either way
     repair_with_audit: bool = True
     prompt_dir: Path | None = None  # a copy of prompts/ to edit; None = the built-in templates
+
+    @field_validator("items")
+    @classmethod
+    def _known_items(cls, v: list[str]) -> list[str]:
+        return _item_tables(v)
 
 
 class FilterSection(Section):
@@ -233,11 +246,16 @@ class ReviewSection(Section):
     review sheet written for bulk review in a file and imported with `earmark review import`."""
 
     mode: Literal["off", "ui", "file"] = "off"
-    tables: list[ItemTable] = ["entailment", "instructions"]
+    tables: list[str] = ["entailment", "instructions"]
     scope: Literal["kept", "all"] = "kept"  # only what QC kept (what would be published), or every item
     max_items: int = Field(200, ge=1, le=10_000)  # per review round, lowest LLM confidence first
     timeout_s: int = Field(24 * 3600, ge=1)  # a paused build fails when nobody answers in time
     poll_s: int = Field(10, ge=1, le=600)
+
+    @field_validator("tables")
+    @classmethod
+    def _known_tables(cls, v: list[str]) -> list[str]:
+        return _item_tables(v)
 
 
 class RunSection(Section):

@@ -12,11 +12,11 @@ from earmark.core.config import Config
 from earmark.flows.runs import artifact_key, flow_options
 from earmark.flows.shards import StageResult, clip_counts, collect, submit
 from earmark.metrics.similarity import resolve_sbert, sentence_embedder
-from earmark.schemas import ITEM_TABLES
 from earmark.stages import filter  # the stage package (this module uses no builtin filter)
 from earmark.stages.base import ShardJob, stored
 from earmark.stages.filter.margin import require_clap
 from earmark.stages.filter.qc import summary
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.storage import open_catalog
 
 
@@ -31,7 +31,9 @@ def filter_flow(
     embedder = partial(sentence_embedder, cfg.filter.sbert)
     futures = [
         submit(
-            cfg, ShardJob(spec, partial(filter.run, cfg, embedder), inputs=dict(inputs), label=f"shard-{i:04d}"), run_id
+            cfg,
+            ShardJob(spec, partial(filter.run, cfg, embedder, ITEM_TYPES), inputs=dict(inputs), label=f"shard-{i:04d}"),
+            run_id,
         )
         for i, inputs in enumerate(shard_inputs)
     ]
@@ -40,11 +42,14 @@ def filter_flow(
     if result.refs:  # one cross-shard job, after every shard's verdicts: repeated texts, spread, premises
         keys = {
             t: sorted({k for inputs in shard_inputs for k in inputs.get(t, [])})
-            for t in (*ITEM_TABLES, "evidence", "clips")
+            for t in (*ITEM_TYPES, "evidence", "clips")
         }
         keys["qc"] = sorted(ref.key for ref in result.refs)
         job = ShardJob(
-            filter.duplicates_spec(cfg), partial(filter.run_duplicates, cfg), inputs=keys, label="all-shards"
+            filter.duplicates_spec(cfg),
+            partial(filter.run_duplicates, cfg, ITEM_TYPES),
+            inputs=keys,
+            label="all-shards",
         )
         result.refs.append(submit(cfg, job, run_id).result())
     if result.refs:

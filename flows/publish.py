@@ -29,7 +29,7 @@ def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_i
     if not reviews:
         return shards
     job = ShardJob(
-        publish.REVIEW_APPLY,
+        publish.review_apply_spec(),
         publish.review_apply,
         inputs={"reviews": reviews, **{t: shards.get(t, []) for t in ITEM_TABLES}},
     )

@@ -19,12 +19,12 @@ from earmark.schemas import ITEM_TABLES, from_table
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages import review
 from earmark.stages.publish import formats
-from earmark.stages.review import CHECK, CONTEXT, REVIEW_FIELD, REWRITE_SUFFIX
+from earmark.stages.review import CHECK, REWRITE_SUFFIX
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.storage import Catalog
 from earmark.storage.paths import version_name
 
 STATUSES = ("all", "kept", "rejected")
-LABEL = {"captions": "kind", "qa": "category", "entailment": "label", "instructions": "dimension"}
 
 
 @dataclass
@@ -39,7 +39,7 @@ class ItemView:
     table: str
     item_id: str
     label: str  # caption kind, QA category, entailment label, instruction dimension
-    text: str  # the field a review decision is about (REVIEW_FIELD)
+    text: str  # the field a review decision is about (its item type's main_text)
     context: str
     confidence: float
     kept: bool  # every automatic QC check kept it (an item no check has seen is not kept, as in exports)
@@ -92,14 +92,16 @@ class VersionView:
                     continue
                 checks = sorted(verdicts.get(iid, []), key=lambda c: (c.keep, c.check))
                 context = "; ".join(
-                    f"{f}: {getattr(item, f)}" for f in CONTEXT[table] if f != LABEL[table] and str(getattr(item, f))
+                    f"{f}: {getattr(item, f)}"
+                    for f in ITEM_TYPES[table].context
+                    if f != ITEM_TYPES[table].label and str(getattr(item, f))
                 )
                 clip.items.append(
                     ItemView(
                         table,
                         iid,
-                        str(getattr(item, LABEL[table])),
-                        str(getattr(item, REVIEW_FIELD[table])),
+                        str(getattr(item, ITEM_TYPES[table].label)) if ITEM_TYPES[table].label else "",
+                        str(getattr(item, ITEM_TYPES[table].main_text)),
                         context,
                         float(item.confidence),  # type: ignore[attr-defined]
                         bool(checks) and all(c.keep for c in checks),  # as kept_items: checked, never rejected

@@ -28,7 +28,8 @@ QA_CATEGORIES: tuple[str, ...] = QACategory.__args__  # type: ignore[attr-define
 Difficulty = Literal["basic", "intermediate", "advanced", "complex"]
 EntailmentLabel = Literal["entailment", "neutral", "contradiction"]
 ItemTable = Literal["captions", "qa", "entailment", "instructions"]
-ITEM_TABLES: tuple[str, ...] = ItemTable.__args__  # type: ignore[attr-defined]  # the generated item tables
+# the generated item tables: the built-in ones; earmark.stages.synthesize.registry.register adds an item type's
+ITEM_TABLES: list[str] = list(ItemTable.__args__)  # type: ignore[attr-defined]
 IFEvalDimension = Literal["Content", "Capitalization", "Symbol", "List Structure", "Length", "Format"]
 
 

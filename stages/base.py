@@ -55,6 +55,38 @@ class StageSpec:
         return key, meta
 
 
+@dataclass(frozen=True)
+class ItemType:
+    """One kind of benchmark item, described once: its table and record, how the synthesize stage writes it
+    and what that costs, and how the filter stage and review judge it. Registered in
+    earmark.stages.synthesize.ITEM_TYPES (one module each under `stages/synthesize/item_types/`); the stages
+    take them from there through the flows, so `filter` need not import `synthesize`.
+
+    Callables take plain arguments: `write(ev, s, premises)` writes one clip's items (an `Outcome`; `s` is the
+    shard's `Synth`, whose settings say LLM or rule); `max_requests(cfg)` bounds a clip's first-attempt LLM
+    requests before its evidence is read (`cfg`: the resolved `SynthesizeSection`), `planned_requests(ev, s,
+    premises)` counts them exactly; each check of `checks` is `check(item, FilterSection) -> (keep, reason,
+    score)`; `audit(item, ev, min_confidence)` is the claim audit's `(keep, reason, supported share, claim
+    rows)`; `budget_group(item)` is `(rank inside the kind, group name)` for the fact budget."""
+
+    table: str
+    record: type[Record]
+    prompts: tuple[str, ...]  # prompt / phrase files its requests render from (the shared ones aside)
+    reply_schemas: Callable[[], list[dict[str, Any]]]  # the JSON schemas of its replies (part of the stage key)
+    write: Callable[..., Any]
+    max_requests: Callable[[Any], int]
+    planned_requests: Callable[..., int]
+    checks: Mapping[str, Callable[[Any, Any], tuple[bool, str | None, float | None]]]
+    audit: Callable[..., tuple[bool, str | None, float, list[Any]]]
+    texts: tuple[str, ...]  # its text fields: transcript reuse and unfilled template slots are looked for there
+    main_text: str  # the field compared across clips (`duplicate_across_clips`) and rewritten in review
+    budget_rank: int  # the fact budget serves kinds in this order (captions 0, entailment 1, qa 2, …)
+    budget_group: Callable[[Any], tuple[int, str]]
+    context: tuple[str, ...] = ()  # fields a reviewer sees beside the text
+    label: str | None = None  # the field the browser view shows as the item's label (a caption's kind, …)
+    reads: tuple[str, ...] = ("evidence",)  # the tables its stage reads (entailment: the captions, its premises)
+
+
 class Inputs:
     """The records a shard job reads, by table, loaded from the catalog on first use."""
 

@@ -51,8 +51,7 @@ NOT_EXPERTS = {
     "reviews",
     "exports",
     "scores",
-    *ITEM_TABLES,
-}
+}  # and the item tables (`ITEM_TABLES`, read when used: an item type may register later)
 
 
 @dataclass
@@ -79,7 +78,7 @@ def version_graph(cat: Catalog, version: str) -> VersionGraph:
     shards = cat.version_shards(version)
     clip_keys = shards.get("clips", [])
     g = VersionGraph(shards, [ShardRef(k, ("clips", "quarantine")) for k in clip_keys])
-    for table in (t for t in shards if t not in NOT_EXPERTS):
+    for table in (t for t in shards if t not in NOT_EXPERTS and t not in ITEM_TABLES):
         keys = _aligned(cat, table, shards[table], clip_keys)
         if all(keys):
             g.experts[table] = [ShardRef(k, (table,)) for k in keys]

@@ -32,19 +32,13 @@ from earmark.schemas.records import Record
 from earmark.stages.base import StageSpec
 from earmark.stages.facts.text import normalise
 from earmark.stages.filter.qc import check_ifeval_answer
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.storage import Catalog
 
 REVIEW_VERSION = "2"  # 2: hypotheses whose premise caption a person rejected or rewrote are rejected
 CHECK = "human_review"
 REWRITE_SUFFIX = "~rev"
 # The field a rewrite replaces, and the fields shown to the reviewer as context.
-REVIEW_FIELD = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}
-CONTEXT = {
-    "captions": ("kind", "domain"),
-    "qa": ("category", "question"),
-    "entailment": ("label", "premise"),
-    "instructions": ("instruction", "rule", "rule_content"),
-}
 SHEET_COLUMNS = ("item_table", "item_id", "clip_id", "context", "text", "qc", "decision", "new_text", "reviewer")
 DECISIONS = ("accept", "reject", "rewrite")
 
@@ -95,7 +89,7 @@ def review_items(
     current = latest_decisions(decisions)
     out = []
     for table in tables:
-        field = REVIEW_FIELD[table]
+        field = ITEM_TYPES[table].main_text
         for item in items.get(table, ()):
             iid = item.item_id  # type: ignore[attr-defined]
             if iid.endswith(REWRITE_SUFFIX) or (scope == "kept" and iid in failed):
@@ -104,7 +98,9 @@ def review_items(
             d = current.get((table, iid))
             if d is not None and d.item_text == text and not include_decided:
                 continue
-            ctx = "; ".join(f"{f}: {getattr(item, f)}" for f in CONTEXT[table] if str(getattr(item, f)) != "")
+            ctx = "; ".join(
+                f"{f}: {getattr(item, f)}" for f in ITEM_TYPES[table].context if str(getattr(item, f)) != ""
+            )
             same = d is not None and d.item_text == text
             out.append(
                 ReviewItem(
@@ -209,7 +205,7 @@ def to_decisions(
                 clip_id=item.clip_id,
                 decision=decision,  # type: ignore[attr-defined]
                 new_text=new_text if decision == "rewrite" else None,
-                item_text=getattr(item, REVIEW_FIELD[table]),
+                item_text=getattr(item, ITEM_TYPES[table].main_text),
                 reviewer=(row.get("reviewer") or "").strip() or reviewer,
                 decided_at=when,
                 source=source,
@@ -251,7 +247,7 @@ def review_overlay(decisions: Iterable[ReviewDecision], items: Mapping[str, Sequ
         if item is None:
             counts["missing"] += 1
             continue
-        field = REVIEW_FIELD[table]
+        field = ITEM_TYPES[table].main_text
         if getattr(item, field) != d.item_text:
             counts["stale"] += 1
             continue

@@ -9,6 +9,7 @@ from earmark.core.config import SynthesizeSection
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
 from earmark.stages.filter.audit import audit_items, duplicate_items
 from earmark.stages.filter.claims import audit, claim_verdict, entailment_label_check, extract
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.stages.synthesize.evidence import evidence_of
 
 SPEECH = evidence_of(
@@ -213,7 +214,7 @@ def test_audit_items_gives_every_item_type_a_verdict_and_claims_rows():
             )
         ],
     }
-    qc, claims = audit_items(items, {"s1": SPEECH}, 0.6)
+    qc, claims = audit_items(items, {"s1": SPEECH}, 0.6, ITEM_TYPES)
     verdict = {(r.item_id, r.check): r.keep for r in qc}
     assert verdict[("s1:long:0", "claim_audit")] and not verdict[("s1:short:0", "claim_audit")]
     assert verdict[("s1:qa:0", "claim_audit")] and verdict[("s1:qa:1", "claim_audit")]  # inference may be unsupported
@@ -236,7 +237,7 @@ def test_a_failed_hypothesis_rejects_its_whole_set():
             ("contradiction", "A man speaks."),
         )
     ]
-    qc, _ = audit_items({"entailment": ent}, {"s1": SPEECH}, 0.6)
+    qc, _ = audit_items({"entailment": ent}, {"s1": SPEECH}, 0.6, ITEM_TYPES)
     sets = {r.item_id: r.keep for r in qc if r.check == "entailment_set"}
     assert sets == {"s1:e:entailment": False, "s1:e:neutral": False, "s1:e:contradiction": False}
 
@@ -247,9 +248,11 @@ def test_the_same_text_on_clips_with_different_evidence_is_rejected():
         for c in ("s1", "m1")
     ]
     other = evidence_of("m1", "S00", {"levels.lufs": -10.0})
-    rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": other})
+    rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": other}, ITEM_TYPES)
     assert [r.keep for r in rows] == [False, False] and "2 clips" in rows[0].reason
-    same = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": SPEECH.model_copy(update={"clip_id": "m1"})})
+    same = duplicate_items(
+        {"captions": caps}, {"s1": SPEECH, "m1": SPEECH.model_copy(update={"clip_id": "m1"})}, ITEM_TYPES
+    )
     assert all(r.keep for r in same)  # identical evidence may give identical items
 
 
@@ -258,7 +261,7 @@ def test_the_same_rule_written_text_on_clips_with_different_evidence_is_flagged_
         Caption(**{**_lin(c), "model": "rule"}, item_id=f"{c}:music:0", kind="music", ref_index=0, text="Music.")
         for c in ("s1", "m1")
     ]
-    rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": MUSIC})
+    rows = duplicate_items({"captions": caps}, {"s1": SPEECH, "m1": MUSIC}, ITEM_TYPES)
     assert all(r.keep for r in rows) and "written by rule" in rows[0].reason and rows[0].score == 2.0
 
 
@@ -487,7 +490,7 @@ def test_an_instructions_format_rule_and_an_answers_brackets_are_not_claims():
             _triple(2, 'What is heard? Do not use the word "loud" in your answer.', "Music is heard.", 2, "loud"),
         ]
     }
-    qc, _ = audit_items(items, {"m1": MUSIC}, 0.6)
+    qc, _ = audit_items(items, {"m1": MUSIC}, 0.6, ITEM_TYPES)
     assert all(r.keep for r in qc if r.check == "claim_audit"), [r.reason for r in qc if not r.keep]
 
 

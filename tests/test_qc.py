@@ -21,6 +21,7 @@ from earmark.stages.filter.qc import (
     summary,
     transcript_overlap,
 )
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.stages.synthesize.evidence import evidence_of
 
 S = FilterSection()
@@ -69,22 +70,25 @@ def embed():
 def test_confidence_applies_to_every_item_table():
     low = dict(conf=0.2)
     items = run_checks(
-        [_cap("short", "A man talks.", **low)],
-        [
-            QAPair(
-                **_lin(conf=0.2),
-                item_id="c:qa:0",
-                qa_index=0,
-                category="direct_perception",
-                difficulty="basic",
-                question="What is heard?",
-                answer="A man talking.",
-            )
-        ],
+        {
+            "captions": [_cap("short", "A man talks.", **low)],
+            "qa": [
+                QAPair(
+                    **_lin(conf=0.2),
+                    item_id="c:qa:0",
+                    qa_index=0,
+                    category="direct_perception",
+                    difficulty="basic",
+                    question="What is heard?",
+                    answer="A man talking.",
+                )
+            ],
+            "entailment": [_hyp("neutral", "Someone waits for a bus.")],
+            "instructions": [_ins("YES", 3, conf=0.2)],
+        },
         [],
         S,
-        entailment=[_hyp("neutral", "Someone waits for a bus.")],
-        instructions=[_ins("YES", 3, conf=0.2)],
+        ITEM_TYPES,
     )
     conf = {r.item_table: r for r in items if r.check == "confidence"}
     assert set(conf) == {"captions", "qa", "entailment", "instructions"}
@@ -108,11 +112,13 @@ def test_absence_and_presence_claims_in_long_captions_follow_the_evidence():
 def test_hallucinated_transcript_rejects_only_items_that_use_it():
     ctx = ClipContext("Thank you for watching. Please subscribe.", 0.8, ("known_phrase",))
     quoting = _cap("speech", "A voice says thank you for watching and asks to subscribe.")
-    ok, reason, score = check_hallucination("captions", quoting, ctx, S)
+    ok, reason, score = check_hallucination(ITEM_TYPES["captions"].texts, quoting, ctx, S)
     assert not ok and "known_phrase" in reason and "thank you for" in reason and score == 0.8
-    assert check_hallucination("captions", _cap("speech", "A man speaks calmly in a small room."), ctx, S)[0]
+    assert check_hallucination(
+        ITEM_TYPES["captions"].texts, _cap("speech", "A man speaks calmly in a small room."), ctx, S
+    )[0]
     # the same transcript on a clip whose check did not flag it is trusted
-    assert check_hallucination("captions", quoting, ClipContext(ctx.transcript, 0.1, ()), S)[0]
+    assert check_hallucination(ITEM_TYPES["captions"].texts, quoting, ClipContext(ctx.transcript, 0.1, ()), S)[0]
     qa = QAPair(
         **_lin(),
         item_id="c:qa:1",
@@ -122,7 +128,7 @@ def test_hallucinated_transcript_rejects_only_items_that_use_it():
         question="What does the speaker say?",
         answer="They say 'you'.",
     )
-    assert not check_hallucination("qa", qa, ClipContext("you", 0.8, ("known_phrase",)), S)[0]
+    assert not check_hallucination(ITEM_TYPES["qa"].texts, qa, ClipContext("you", 0.8, ("known_phrase",)), S)[0]
     assert transcript_overlap("A man says hello.", "you") is None
 
 
@@ -151,7 +157,7 @@ def test_duplicate_hypotheses_by_text_and_embedding(embed):
     assert "duplicates the caption" in v[3][1]
     assert v[2][2] < S.duplicate_similarity
     # without an embedder only exact (normalised) duplicates are found, and the check name says so
-    rows = run_checks([], [], [], S, entailment=hyps)
+    rows = run_checks({"entailment": hyps}, [], S, ITEM_TYPES)
     assert {r.check for r in rows if r.item_table == "entailment"} >= {"duplicate_hypothesis:text-only"}
 
 
@@ -260,11 +266,16 @@ def test_clap_backend_on_a_random_tiny_model(tmp_path):
 
 def test_summary_has_a_row_per_table_and_check():
     rows = run_checks(
-        [_cap("short", "A man talks.", conf=0.2), _cap("long", "A man talks in a room with rain.", i=1)],
-        [],
+        {
+            "captions": [
+                _cap("short", "A man talks.", conf=0.2),
+                _cap("long", "A man talks in a room with rain.", i=1),
+            ],
+            "instructions": [_ins("lower case only", 4)],
+        },
         [],
         S,
-        instructions=[_ins("lower case only", 4)],
+        ITEM_TYPES,
     )
     table = summary(rows)
     by = {(r["table"], r["check"]): r for r in table}
@@ -318,11 +329,11 @@ def test_one_fact_supports_a_bounded_number_of_item_groups():
     rejected_first_qa = [
         QCResult(item_table="qa", item_id="c:qa:0", clip_id="c", check="x", keep=False, reason="r", score=None)
     ]
-    out = fact_budget({"captions": caps, "qa": qa}, found, rejected_first_qa, budget=4)
+    out = fact_budget({"captions": caps, "qa": qa}, found, rejected_first_qa, budget=4, kinds=ITEM_TYPES)
     keep = {r.item_id: r.keep for r in out}
     assert all(keep[c.item_id] for c in caps)  # 3 caption groups: short, long, speech
     assert keep["c:qa:0"]  # already rejected by another check: no verdict against it, and no budget taken
     assert keep["c:qa:1"] and not keep["c:qa:2"] and not keep["c:qa:3"]  # the 4th group, then over
     why = next(r.reason for r in out if r.item_id == "c:qa:2")
     assert "speakers.count" in why and "content.speech" not in why
-    assert fact_budget({"captions": caps}, found, [], budget=0) == []  # off
+    assert fact_budget({"captions": caps}, found, [], budget=0, kinds=ITEM_TYPES) == []  # off

@@ -11,6 +11,7 @@ from earmark.schemas.records import QA_CATEGORIES
 from earmark.stages import synthesize
 from earmark.stages.filter.audit import audit_items
 from earmark.stages.filter.claims import audit, claim_verdict
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.stages.synthesize.common import Synth
 from earmark.stages.synthesize.evidence import evidence_of
 from earmark.stages.synthesize.qa import INFERENCE, qa_plan
@@ -69,7 +70,7 @@ def test_rule_qa_pairs_are_true_planned_and_distinct(name):
         assert r.category in QA_CATEGORIES and r.question.endswith("?")
         assert _kept(r.answer, ev, r.category in INFERENCE), (r.question, r.answer)
         assert r.item_id == f"{ev.clip_id}:qa:{r.qa_index}"
-    qc, _ = audit_items({"qa": out.rows}, {ev.clip_id: ev}, S.min_confidence)
+    qc, _ = audit_items({"qa": out.rows}, {ev.clip_id: ev}, S.min_confidence, ITEM_TYPES)
     assert all(v.keep for v in qc), [(v.item_id, v.reason) for v in qc if not v.keep]
 
 
@@ -92,7 +93,7 @@ def test_rule_instructions_pass_their_rule_and_the_audit(name):
     for r in out.rows:
         assert r.model == "rule" and "?" in r.instruction
         assert check_rule(r.answer, r.rule, r.rule_content), (r.dimension, r.answer)
-    qc, claims = audit_items({"instructions": out.rows}, {ev.clip_id: ev}, S.min_confidence)
+    qc, claims = audit_items({"instructions": out.rows}, {ev.clip_id: ev}, S.min_confidence, ITEM_TYPES)
     assert all(v.keep for v in qc), [(v.item_id, v.reason) for v in qc if not v.keep]  # QC's own audit keeps them
     assert {c.item_id for c in claims} == {r.item_id for r in out.rows}
     for rej in out.rejections:  # a rule no caption of the clip can meet is said, not faked
@@ -218,7 +219,7 @@ def test_named_events_become_questions_answers_and_hypotheses():
     assert why is None
     hyp = {r.label: r.hypothesis for r in rows}
     assert hyp["contradiction"] == "A dog barks at about 9 s." or "dog" not in hyp["contradiction"].lower(), hyp
-    qc, _ = audit_items({"entailment": rows, "qa": pairs}, {EVENTS_CLIP.clip_id: EVENTS_CLIP}, 0.6)
+    qc, _ = audit_items({"entailment": rows, "qa": pairs}, {EVENTS_CLIP.clip_id: EVENTS_CLIP}, 0.6, ITEM_TYPES)
     assert all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]
 
 
@@ -264,5 +265,5 @@ def test_music_tags_become_questions_and_answers():
     ev = _tagged_music({"piano": ("instrument", 0.97), "jazz": ("genre", 0.95)})
     pairs = rule_qa(ev, S).rows
     assert any("piano" in p.answer.lower() or "jazz" in p.answer.lower() for p in pairs), [p.answer for p in pairs]
-    qc, _ = audit_items({"qa": pairs}, {ev.clip_id: ev}, 0.6)
+    qc, _ = audit_items({"qa": pairs}, {ev.clip_id: ev}, 0.6, ITEM_TYPES)
     assert all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]

@@ -14,6 +14,7 @@ from earmark.stages.base import Inputs
 from earmark.stages.filter import run_duplicates
 from earmark.stages.ingest import ingest_file
 from earmark.stages.ingest.sources import audio_features, audio_similarity, same_source_rejections, spread_rejections
+from earmark.stages.synthesize import ITEM_TYPES
 
 SR = 16_000
 
@@ -102,7 +103,7 @@ def test_a_text_is_kept_on_clips_of_at_most_three_sources_absence_counted_apart(
         _caption(c, "No music is present in this audio.", "music", prompt="absent_rule", model="rule") for c in clips
     ]
     rejected = {("captions", "c0:long:0")}  # rejected by another check: it does not count
-    rows = spread_rejections({"captions": caps}, sources, rejected, 3, 0)
+    rows = spread_rejections({"captions": caps}, sources, rejected, 3, 0, ITEM_TYPES)
     verdict = {r.item_id: r for r in rows}
     assert "c0:long:0" not in verdict
     assert [i for i, r in verdict.items() if r.item_id.endswith(":long:0") and r.keep] == [
@@ -112,7 +113,7 @@ def test_a_text_is_kept_on_clips_of_at_most_three_sources_absence_counted_apart(
     ]
     assert "kept on clips of 4 source files; at most filter.max_sources_per_text = 3" in verdict["c4:long:0"].reason
     assert all(r.keep for i, r in verdict.items() if ":music:" in i)  # absence sentences: no limit by default
-    capped = spread_rejections({"captions": caps}, sources, set(), 3, 2)
+    capped = spread_rejections({"captions": caps}, sources, set(), 3, 2, ITEM_TYPES)
     assert sum(r.keep for r in capped if ":music:" in r.item_id) == 2
 
 
@@ -169,7 +170,7 @@ def test_hypotheses_ship_only_with_a_kept_premise_and_as_a_whole_set(spread):
             clips=[],
             qc=[_qc(good), _qc(bad, keep=False), _qc(other)],
         )
-    rows = run_duplicates(cfg, inputs)["qc"]
+    rows = run_duplicates(cfg, ITEM_TYPES, inputs)["qc"]
     gone = {r.item_id: r for r in rows if not r.keep and r.item_table == "entailment"}
     if not spread:
         assert set(gone) == {h.item_id for h in ent if h.clip_id == "b"}
@@ -224,5 +225,5 @@ def test_an_absence_sentence_counts_apart_in_any_table():
         )
         for c in clips
     ]
-    rows = spread_rejections({"captions": caps, "qa": qa}, {c: f"{c}.wav" for c in clips}, set(), 3, 0)
+    rows = spread_rejections({"captions": caps, "qa": qa}, {c: f"{c}.wav" for c in clips}, set(), 3, 0, ITEM_TYPES)
     assert all(r.keep for r in rows)

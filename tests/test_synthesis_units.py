@@ -13,6 +13,7 @@ from earmark.schemas.records import QA_CATEGORIES, Caption, Rejection
 from earmark.stages.evaluate.predictions import PredictionError, load_predictions, prediction_files
 from earmark.stages.facts.render import render as _render
 from earmark.stages.filter.qc import kept_ids, run_checks
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.stages.synthesize.captions import caption_clip
 from earmark.stages.synthesize.common import Synth
 from earmark.stages.synthesize.evidence import evidence_of
@@ -245,13 +246,13 @@ def test_every_item_gets_verdicts_and_rejections_are_kept():
             raw="{}",
         )
     ]
-    results = run_checks(caps, [], rej, FilterSection(min_confidence=0.5))
+    results = run_checks({"captions": caps}, rej, FilterSection(min_confidence=0.5), ITEM_TYPES)
     assert {r.item_id for r in results} >= {c.item_id for c in caps}
     assert kept_ids(results) == {"c:short:0"}
     schema_rows = [r for r in results if r.check == "schema"]
     assert len(schema_rows) == 1 and not schema_rows[0].keep and "2 words" in schema_rows[0].reason
     by_rule = rej[0].model_copy(update={"prompt_name": "qa_rules", "table": "qa", "reason": "no candidate"})
-    assert [r.check for r in run_checks([], [], [by_rule], FilterSection())] == ["from_facts"]
+    assert [r.check for r in run_checks({}, [by_rule], FilterSection(), ITEM_TYPES)] == ["from_facts"]
 
 
 def test_prompts_are_versioned_and_hashed():
@@ -329,7 +330,7 @@ def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_a
     assert [(h.label, h.hypothesis) for h in by_rule.rows] == [(h.label, h.hypothesis) for h in out.rows]
     assert set(rows) == {"entailment", "neutral", "contradiction"}
     assert all(h.model == "rule" and h.prompt_name == "entailment_rules" for h in rows.values())
-    qc, _ = audit_items({"entailment": out.rows}, {ev.clip_id: ev}, 0.6)
+    qc, _ = audit_items({"entailment": out.rows}, {ev.clip_id: ev}, 0.6, ITEM_TYPES)
     assert qc and all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]
     # the entailed sentence restates something the premise says (speech, a man, clean, little echo)
     assert rows["entailment"].hypothesis in {

@@ -36,6 +36,7 @@ from earmark.schemas.evidence import ClipEvidence  # noqa: E402
 from earmark.schemas.records import DOMAIN_CODES, Caption, EntailmentHypothesis, InstructionTriple, QAPair  # noqa: E402
 from earmark.stages.filter.margin import EvidenceSbertBackend, margin_checks  # noqa: E402
 from earmark.stages.filter.qc import ClipContext, run_checks  # noqa: E402
+from earmark.stages.synthesize import ITEM_TYPES
 from earmark.stages.synthesize.evidence import evidence_of  # noqa: E402
 
 ABSENT_TEXT = load_phrases("absent")["captions"]
@@ -320,7 +321,8 @@ def main() -> None:
     margins: list[tuple[float, bool]] = []
     for seed in range(args.seeds):
         ev, caps, qa, ents, ins, ctx, truth = build(seed)
-        rows = run_checks(caps, qa, [], FilterSection(), entailment=ents, instructions=ins, context=ctx, embed=emb)
+        items = {"captions": caps, "qa": qa, "entailment": ents, "instructions": ins}
+        rows = run_checks(items, [], FilterSection(), ITEM_TYPES, context=ctx, embed=emb)
         rows += margin_checks(
             caps,
             EvidenceSbertBackend(ev, emb, load_phrases("evidence")),

@@ -8,12 +8,12 @@ model and the evidence phrases (the offline margin compares captions with render
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from earmark.core.config import Config
 from earmark.prompts import load_phrases, request_sha
 from earmark.schemas import ITEM_TABLES
-from earmark.stages.base import Inputs, StageSpec
+from earmark.stages.base import Inputs, ItemType, StageSpec
 from earmark.stages.filter.audit import audit_items, duplicate_items, premise_rejections
 from earmark.stages.filter.budget import fact_budget
 from earmark.stages.filter.margin import (
@@ -27,7 +27,9 @@ from earmark.stages.filter.margin import (
 from earmark.stages.filter.qc import STAGE_VERSION, ClipContext, run_checks
 from earmark.stages.ingest.sources import evidence_signature, same_source_rejections, spread_rejections
 
-READS = (*ITEM_TABLES, "rejections", "evidence", "clips", "asr", "asr_check")
+
+def reads() -> tuple[str, ...]:
+    return (*ITEM_TABLES, "rejections", "evidence", "clips", "asr", "asr_check")
 
 
 def spec(cfg: Config, sbert_name: str) -> StageSpec:
@@ -57,7 +59,7 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
         "filter",
         STAGE_VERSION,
         writes=("qc", "claims"),
-        reads=READS,
+        reads=reads(),
         config=config,
         prompt_files=("evidence",),
         prompt_sha=request_sha(("evidence",), cfg.synthesize.prompt_dir),
@@ -67,30 +69,22 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
 Embed = Callable[[list[str]], object]
 
 
-def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str, list]:
-    """The stage function. `embedder()` loads the sentence-embedding model (only when a check needs it)."""
+def run(cfg: Config, embedder: Callable[[], Embed], kinds: Mapping[str, ItemType], inputs: Inputs) -> dict[str, list]:
+    """The stage function. `embedder()` loads the sentence-embedding model (only when a check needs it);
+    `kinds`: the item types (earmark.stages.synthesize.ITEM_TYPES, passed by the flow), table → ItemType."""
     f = cfg.filter
-    items = {t: inputs(t) for t in ITEM_TABLES}
+    items = {t: inputs(t) for t in kinds}
     transcripts = {t.clip_id: t.text for t in inputs("asr")}
     context = {
         c.clip_id: ClipContext(transcripts.get(c.clip_id, ""), c.hallucination_score, tuple(c.flags))
         for c in inputs("asr_check")
     }
-    embed = embedder() if items["entailment"] or f.margin_backend == "evidence" else None
+    embed = embedder() if items.get("entailment") or f.margin_backend == "evidence" else None
     phrases = load_phrases("evidence", cfg.synthesize.prompt_dir)
     evidence = {e.clip_id: e for e in inputs("evidence")}
     signatures = {c: evidence_signature(ev, phrases, cfg.evidence.min_confidence) for c, ev in evidence.items()}
-    rows = run_checks(
-        items["captions"],
-        items["qa"],
-        inputs("rejections"),
-        f,
-        entailment=items["entailment"],
-        instructions=items["instructions"],
-        context=context,
-        embed=embed,
-    )
-    if f.margin_backend != "off" and items["captions"]:
+    rows = run_checks(items, inputs("rejections"), f, kinds, context=context, embed=embed)
+    if f.margin_backend != "off" and items.get("captions"):
         if f.margin_backend == "clap":
             audio, sr = {}, 16_000
             for clip in inputs("clips"):
@@ -105,9 +99,9 @@ def run(cfg: Config, embedder: Callable[[], Embed], inputs: Inputs) -> dict[str,
     rows += same_source_rejections(items, sources, signatures, f.same_source_evidence_similarity)
     claims: list = []
     if f.claim_audit:
-        audited, claims = audit_items(items, evidence, cfg.evidence.min_confidence)
+        audited, claims = audit_items(items, evidence, cfg.evidence.min_confidence, kinds)
         rows += audited
-        rows += fact_budget(items, claims, rows, f.fact_budget)  # needs the audit's supporting facts
+        rows += fact_budget(items, claims, rows, f.fact_budget, kinds)  # needs the audit's supporting facts
     return {"qc": rows, "claims": claims}
 
 
@@ -123,16 +117,17 @@ def duplicates_spec(cfg: Config) -> StageSpec:
     )
 
 
-def run_duplicates(cfg: Config, inputs: Inputs) -> dict[str, list]:
+def run_duplicates(cfg: Config, kinds: Mapping[str, ItemType], inputs: Inputs) -> dict[str, list]:
     """The cross-shard stage, after every per-shard check: items whose text repeats on clips with different
     evidence (`duplicate_across_clips`), a text kept on too many source files (`source_spread`), and entailment
     hypotheses whose premise is not a caption every check kept (`premise`)."""
-    items = {t: inputs(t) for t in ITEM_TABLES}
+    items = {t: inputs(t) for t in kinds}
     evidence = {e.clip_id: e for e in inputs("evidence")}
-    rows = duplicate_items(items, evidence)
+    rows = duplicate_items(items, evidence, kinds)
     rejected = {(r.item_table, r.item_id) for r in (*inputs("qc"), *rows) if not r.keep}
     sources = dict(inputs.values("clips", "clip_id", "source_path"))
     f = cfg.filter
-    spread = spread_rejections(items, sources, rejected, f.max_sources_per_text, f.max_sources_per_absence_text)
+    spread = spread_rejections(items, sources, rejected, f.max_sources_per_text, f.max_sources_per_absence_text, kinds)
     rejected |= {(r.item_table, r.item_id) for r in spread if not r.keep}
-    return {"qc": [*rows, *spread, *premise_rejections(items["entailment"], items["captions"], rejected)]}
+    premises = premise_rejections(items.get("entailment", ()), items.get("captions", ()), rejected)
+    return {"qc": [*rows, *spread, *premises]}

@@ -25,6 +25,7 @@ from typing import Any
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.outcomes import ItemClaim, QCResult
+from earmark.stages.base import ItemType
 from earmark.stages.facts.text import normalise
 from earmark.stages.filter.claims import (
     AuditedClaim,
@@ -86,32 +87,22 @@ def _qc(table: str, item: Any, check: str, keep: bool, reason: str | None, score
     )
 
 
-def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bool, str | None, float, list[ItemClaim]]:
-    """(keep, reason, share of supported claims, claim rows) for one item."""
-    fields: list[tuple[str, str, dict]] = []  # (field, text, verdict options)
-    if table == "captions":
-        fields = [("text", item.text, {})]
-    elif table == "qa":
-        inference = item.category in INFERENCE
-        fields = [
-            ("question", item.question, {"inference": True, "need_support": False}),
-            ("answer", item.answer, {"inference": inference, "need_support": not inference}),
-        ]
-    elif table == "instructions":
-        fields = [
-            ("instruction", _question(item.instruction), {"inference": True, "need_support": False}),
-            ("answer", _unwrapped(_answer_words(item.answer)), {}),
-        ]
+Audited = tuple[bool, str | None, float, list[ItemClaim]]  # keep, reason, share of supported claims, claim rows
+
+
+def audit_fields(
+    table: str,
+    item: Any,
+    ev: ClipEvidence,
+    thr: float,
+    fields: Sequence[tuple[str, str, dict]],
+    precheck: str | None = None,
+) -> Audited:
+    """An item whose claims are those of its text fields, each `(field, text, claim_verdict options)`; a
+    question's or instruction's claims are only what it asserts (`claims.asserted`). `precheck`: a reason the
+    item fails before its claims are read."""
+    keep, reason, shares = precheck is None, precheck, []
     rows: list[ItemClaim] = []
-    if table == "entailment":
-        audited = audit(item.hypothesis, ev, thr)
-        keep, reason = entailment_label_check(item.label, audited)
-        n = len(audited)
-        share = sum(a.judgement.verdict == "supported" for a in audited) / n if n else 0.0
-        return keep, reason, round(share, 4), _rows(table, item, "hypothesis", audited)
-    keep, reason, shares = True, None, []
-    if table == "instructions" and not about_audio(item.instruction):
-        keep, reason = False, "instruction: the question does not ask about the audio"
     for field, text, opts in fields:
         audited = audit(text, ev, thr)
         if field in ("question", "instruction"):
@@ -124,14 +115,33 @@ def _judge_item(table: str, item: Any, ev: ClipEvidence, thr: float) -> tuple[bo
     return keep, reason, round(min(shares) if shares else 0.0, 4), rows
 
 
-def item_verdict(table: str, item: Any, ev: ClipEvidence, min_confidence: float) -> tuple[bool, str | None]:
-    """The `claim_audit` verdict QC gives one item (keep, reason): what a rule-written item is checked with."""
-    keep, reason, _, _ = _judge_item(table, item, ev, min_confidence)
-    return keep, reason
+def audit_hypothesis(table: str, item: Any, ev: ClipEvidence, thr: float) -> Audited:
+    """An entailment hypothesis: the relation its label names holds (`claims.entailment_label_check`)."""
+    audited = audit(item.hypothesis, ev, thr)
+    keep, reason = entailment_label_check(item.label, audited)
+    n = len(audited)
+    share = sum(a.judgement.verdict == "supported" for a in audited) / n if n else 0.0
+    return keep, reason, round(share, 4), _rows(table, item, "hypothesis", audited)
+
+
+def instruction_fields(item: Any) -> list[tuple[str, str, dict]]:
+    """An instruction triple's audited fields: its question (the format rule left out) and its expected
+    answer's words, whatever the rule's form."""
+    return [
+        ("instruction", _question(item.instruction), {"inference": True, "need_support": False}),
+        ("answer", _unwrapped(_answer_words(item.answer)), {}),
+    ]
+
+
+def instruction_precheck(item: Any) -> str | None:
+    return None if about_audio(item.instruction) else "instruction: the question does not ask about the audio"
 
 
 def audit_items(
-    items: Mapping[str, Sequence[Any]], evidence: Mapping[str, ClipEvidence], min_confidence: float
+    items: Mapping[str, Sequence[Any]],
+    evidence: Mapping[str, ClipEvidence],
+    min_confidence: float,
+    kinds: Mapping[str, ItemType],
 ) -> tuple[list[QCResult], list[ItemClaim]]:
     """`claim_audit` (and `entailment_set`) verdicts and the claims rows for every item of a shard."""
     qc: list[QCResult] = []
@@ -143,7 +153,7 @@ def audit_items(
             if ev is None:
                 qc.append(_qc(table, item, "claim_audit", False, NO_EVIDENCE, None))
                 continue
-            keep, reason, share, found = _judge_item(table, item, ev, min_confidence)
+            keep, reason, share, found = kinds[table].audit(item, ev, min_confidence)
             claims += found
             qc.append(_qc(table, item, "claim_audit", keep, reason, share))
             if table == "entailment" and not keep:
@@ -163,14 +173,16 @@ def audit_items(
     return qc, claims
 
 
-def duplicate_items(items: Mapping[str, Sequence[Any]], evidence: Mapping[str, ClipEvidence]) -> list[QCResult]:
+def duplicate_items(
+    items: Mapping[str, Sequence[Any]], evidence: Mapping[str, ClipEvidence], kinds: Mapping[str, ItemType]
+) -> list[QCResult]:
     """`duplicate_across_clips`: the same text (normalised) on clips with different evidence, per table and
     field; every such model-written item is rejected (a cached or generic reply, not about its clip), and the
     verdict names how many clips share it. A rule-written item (model "rule") says only facts of its kind, so
     the same words on two clips mean the same facts: it is flagged in the reason and kept."""
     out: list[QCResult] = []
     for table, rows in items.items():
-        field = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}[table]
+        field = kinds[table].main_text
         groups: dict[str, list[Any]] = defaultdict(list)
         for item in rows:
             if getattr(item, "model", "") == "rule" and table == "captions" and item.prompt_name == "absent_rule":

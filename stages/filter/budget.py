@@ -19,21 +19,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from earmark.schemas.outcomes import ItemClaim, QCResult
+from earmark.stages.base import ItemType
 
 CHECK = "fact_budget"
 CAPTION_ORDER = ("short", "long", "speech", "music", "sound", "environment")
-TABLE_ORDER = ("captions", "entailment", "qa", "instructions")
 UNCOUNTED = ("content.",)  # presence facts: calibrated, and what nearly every item of a clip mentions
 
 
-def _group(table: str, item: Any) -> tuple[int, int, str]:
-    """(table rank, rank inside the table, group name) of an item."""
-    if table == "captions":
-        return 0, CAPTION_ORDER.index(item.kind), f"{item.kind} captions"
-    if table == "entailment":
-        return 1, 0, "entailment set"
-    index = item.qa_index if table == "qa" else int(item.item_id.rsplit(":", 1)[-1])
-    return TABLE_ORDER.index(table), index, item.item_id
+def _group(kind: Any, item: Any) -> tuple[int, int, str]:
+    """(the item type's rank, rank inside it, group name) of an item."""
+    return (kind.budget_rank, *kind.budget_group(item))
 
 
 def _fact(claim: ItemClaim) -> str | None:
@@ -44,7 +39,11 @@ def _fact(claim: ItemClaim) -> str | None:
 
 
 def fact_budget(
-    items: Mapping[str, Sequence[Any]], claims: Sequence[ItemClaim], verdicts: Sequence[QCResult], budget: int
+    items: Mapping[str, Sequence[Any]],
+    claims: Sequence[ItemClaim],
+    verdicts: Sequence[QCResult],
+    budget: int,
+    kinds: Mapping[str, ItemType],
 ) -> list[QCResult]:
     """One `fact_budget` verdict per item of the shard (none when `budget` is 0: the check is off)."""
     if budget <= 0:
@@ -57,7 +56,7 @@ def fact_budget(
     groups: dict[tuple[str, tuple[int, int, str]], list[tuple[str, Any]]] = defaultdict(list)
     for table, rows in items.items():
         for item in rows:
-            groups[(item.clip_id, _group(table, item))].append((table, item))
+            groups[(item.clip_id, _group(kinds[table], item))].append((table, item))
     used: dict[tuple[str, str], int] = defaultdict(int)
     out: list[QCResult] = []
     for (clip, (_, _, name)), members in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1][:2])):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from earmark.core.config import FilterSection
 from earmark.metrics.ifeval import check_rule
 from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
+from earmark.stages.base import ItemType
 from earmark.stages.facts.text import normalise
 
 # 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;
@@ -39,12 +40,6 @@ Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
 
 # The text fields of each item table that a generator wrote (what hallucination and review look at); its
 # keys are the item tables.
-ITEM_TEXT: dict[str, tuple[str, ...]] = {
-    "captions": ("text",),
-    "qa": ("question", "answer"),
-    "entailment": ("hypothesis",),
-    "instructions": ("instruction", "answer"),
-}
 
 # talking"), so only an absence word right before the content word counts there.
 _QUOTED = re.compile(r"[\"“”']([^\"“”']{1,200})[\"“”']")
@@ -57,25 +52,6 @@ class ClipContext:
     transcript: str = ""
     hallucination_score: float = 0.0
     flags: tuple[str, ...] = ()
-
-
-@dataclass
-class ItemSet:
-    """One shard's items by table, and the clips' context."""
-
-    captions: Sequence[Caption] = ()
-    qa: Sequence[QAPair] = ()
-    entailment: Sequence[EntailmentHypothesis] = ()
-    instructions: Sequence[InstructionTriple] = ()
-    context: Mapping[str, ClipContext] = field(default_factory=dict)
-
-    def tables(self) -> dict[str, Sequence[Item]]:
-        return {
-            "captions": self.captions,
-            "qa": self.qa,
-            "entailment": self.entailment,
-            "instructions": self.instructions,
-        }
 
 
 # ------------------------------------------------------------------------------------- per-item rules
@@ -124,7 +100,7 @@ def transcript_overlap(text: str, transcript: str) -> str | None:
     return None
 
 
-def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: FilterSection) -> Verdict:
+def check_hallucination(texts: Sequence[str], item: Item, ctx: ClipContext | None, s: FilterSection) -> Verdict:
     """Reject items whose content comes from a transcript the asr_check expert flags as a Whisper
     hallucination (known subtitle phrases, loops, words without VAD speech)."""
     if ctx is None or not ctx.transcript:
@@ -132,7 +108,7 @@ def check_hallucination(table: str, item: Item, ctx: ClipContext | None, s: Filt
     score = ctx.hallucination_score
     if score < s.max_hallucination:
         return True, None, score
-    for name in ITEM_TEXT[table]:
+    for name in texts:
         phrase = transcript_overlap(getattr(item, name), ctx.transcript)
         if phrase is not None:
             flags = ", ".join(ctx.flags) or "flagged"
@@ -152,33 +128,6 @@ def check_unfilled(item: Item, s: FilterSection) -> Verdict:
     texts = [getattr(item, f, "") or "" for f in ("text", "question", "answer", "hypothesis", "instruction")]
     hit = next((m.group(0) for t in texts if (m := _UNFILLED.search(t.lower()))), None)
     return hit is None, None if hit is None else f"unfilled template slot {hit!r}", None
-
-
-CAPTION_CHECKS: dict[str, Callable[[Caption, FilterSection], Verdict]] = {
-    "confidence": check_confidence,
-    "length": check_length,
-    "unfilled": check_unfilled,
-}
-QA_CHECKS: dict[str, Callable[[QAPair, FilterSection], Verdict]] = {
-    "confidence": check_confidence,
-    "answer_not_question": check_answer_not_question,
-    "unfilled": check_unfilled,
-}
-ENTAILMENT_CHECKS: dict[str, Callable[[EntailmentHypothesis, FilterSection], Verdict]] = {
-    "confidence": check_confidence,
-    "unfilled": check_unfilled,
-}
-INSTRUCTION_CHECKS: dict[str, Callable[[InstructionTriple, FilterSection], Verdict]] = {
-    "confidence": check_confidence,
-    "ifeval_answer": check_ifeval_answer,
-    "unfilled": check_unfilled,
-}
-CHECKS = {
-    "captions": CAPTION_CHECKS,
-    "qa": QA_CHECKS,
-    "entailment": ENTAILMENT_CHECKS,
-    "instructions": INSTRUCTION_CHECKS,
-}
 
 
 # --------------------------------------------------------------------------------- entailment groups
@@ -247,20 +196,28 @@ def _row(table: str, item: Item, check: str, v: Verdict) -> QCResult:
     )
 
 
-def run_item_checks(items: ItemSet, s: FilterSection, embed: Embedder | None = None) -> list[QCResult]:
-    """Every rule check's verdict on every item of the set."""
+def run_item_checks(
+    items: Mapping[str, Sequence[Item]],
+    s: FilterSection,
+    kinds: Mapping[str, ItemType],
+    context: Mapping[str, ClipContext] | None = None,
+    embed: Embedder | None = None,
+) -> list[QCResult]:
+    """Every rule check's verdict on every item: its item type's checks (`kinds[table].checks`), whether it
+    leans on a hallucinated transcript, and the entailment sets' duplicate hypotheses."""
+    context = context or {}
     out: list[QCResult] = []
-    for table, rows in items.tables().items():
+    for table, rows in items.items():
+        kind = kinds[table]
         for item in rows:
-            for name, check in CHECKS[table].items():
+            for name, check in kind.checks.items():
                 out.append(_row(table, item, name, check(item, s)))
-            out.append(
-                _row(table, item, "hallucination", check_hallucination(table, item, items.context.get(item.clip_id), s))
-            )
-    if items.entailment:
-        dup = duplicate_hypotheses(items.entailment, items.captions, s, embed)
+            verdict = check_hallucination(kind.texts, item, context.get(item.clip_id), s)
+            out.append(_row(table, item, "hallucination", verdict))
+    if items.get("entailment"):
+        dup = duplicate_hypotheses(items["entailment"], items.get("captions", ()), s, embed)
         check = "duplicate_hypothesis" if embed is not None else "duplicate_hypothesis:text-only"
-        out += [_row("entailment", h, check, v) for h, v in zip(items.entailment, dup)]
+        out += [_row("entailment", h, check, v) for h, v in zip(items["entailment"], dup)]
     return out
 
 
@@ -286,19 +243,17 @@ def rejection_rows(rejections: Iterable[Rejection]) -> list[QCResult]:
 
 
 def run_checks(
-    captions: Sequence[Caption],
-    qa: Sequence[QAPair],
+    items: Mapping[str, Sequence[Item]],
     rejections: Sequence[Rejection],
     s: FilterSection,
+    kinds: Mapping[str, ItemType],
     *,
-    entailment: Sequence[EntailmentHypothesis] = (),
-    instructions: Sequence[InstructionTriple] = (),
     context: Mapping[str, ClipContext] | None = None,
     embed: Embedder | None = None,
 ) -> list[QCResult]:
-    """All rule verdicts for a shard, plus the synthesis rejections."""
-    items = ItemSet(captions, qa, entailment, instructions, context or {})
-    return run_item_checks(items, s, embed) + rejection_rows(rejections)
+    """All rule verdicts for a shard's items (table → items; `kinds`: the item types, table → ItemType),
+    plus the synthesis rejections."""
+    return run_item_checks(items, s, kinds, context, embed) + rejection_rows(rejections)
 
 
 def kept_ids(results: Iterable[QCResult]) -> set[str]:

@@ -32,6 +32,7 @@ import numpy as np
 from earmark.prompts import Phrases
 from earmark.schemas import QCResult
 from earmark.schemas.evidence import ClipEvidence
+from earmark.stages.base import ItemType
 from earmark.stages.facts.render import render_all
 from earmark.stages.facts.text import normalise
 
@@ -215,9 +216,6 @@ def same_source_rejections(
 
 
 # ------------------------------------------------------------------------------------------ spread
-TEXT_FIELD = {"captions": "text", "qa": "answer", "entailment": "hypothesis", "instructions": "answer"}
-
-
 def is_absence(table: str, item: Any) -> bool:
     return table == "captions" and getattr(item, "model", "") == "rule" and item.prompt_name == "absent_rule"
 
@@ -228,8 +226,9 @@ def spread_rejections(
     rejected: set[tuple[str, str]],
     max_sources: int,
     max_absence_sources: int,
+    kinds: Mapping[str, ItemType],
 ) -> list[QCResult]:
-    """Check `source_spread`: per table, a (normalised) text that other checks kept on clips of more than
+    """Check `source_spread` (`kinds`: the item types, whose main text is compared): per table, a (normalised) text that other checks kept on clips of more than
     `max_sources` different source files is kept on the first of them (in source path order) and rejected on
     the rest; absence sentences (the texts of rule-written absence captions, in any table) against
     `max_absence_sources` (0: no limit). `rejected`: (table, item id) pairs some other check rejected (they do
@@ -238,7 +237,7 @@ def spread_rejections(
     absence = {normalise(c.text) for c in items.get("captions", ()) if is_absence("captions", c)}
     out = []
     for table, rows in items.items():
-        field = TEXT_FIELD[table]
+        field = kinds[table].main_text
         groups: dict[str, list[Any]] = defaultdict(list)
         for item in rows:
             if (table, item.item_id) not in rejected:

@@ -100,7 +100,8 @@ def review_keys(cat: Catalog) -> list[str]:
 
 
 # ---------------------------------------------------------------------------------------- the stages
-REVIEW_APPLY = StageSpec("review-apply", REVIEW_VERSION, writes=("qc", *ITEM_TABLES), reads=("reviews", *ITEM_TABLES))
+def review_apply_spec() -> StageSpec:
+    return StageSpec("review-apply", REVIEW_VERSION, writes=("qc", *ITEM_TABLES), reads=("reviews", *ITEM_TABLES))
 
 
 def review_apply(inputs: Inputs) -> dict[str, list]:

@@ -1,7 +1,7 @@
 """synthesize stage: a clip shard's evidence → the item tables, through an LLM.
 
-Four item types per clip (`ITEM_TABLES`): MECAT captions (6 kinds × 3 references) and QA pairs,
-Audio-Entailment hypotheses and IFEval-Audio instruction triples. Strategy "focused" (what a small local
+The item types (`ITEM_TYPES`, one module each under `item_types/`): MECAT captions (6 kinds × 3 references)
+and QA pairs, Audio-Entailment hypotheses and IFEval-Audio instruction triples. Strategy "focused" (what a small local
 model can do) runs one small prompt per caption kind / QA pair / entailment set / instruction, one stage
 per item type; strategy "joint" (capable endpoints) writes every item type of a clip from one
 chain-of-thought reply, as one stage. Each stage's key carries the sha of every file its requests are
@@ -22,20 +22,11 @@ from earmark.core.config import EvidenceSection, LLMSection, SynthesizeSection
 from earmark.llm import shard_budget
 from earmark.prompts import request_sha
 from earmark.schemas.evidence import ClipEvidence
-from earmark.schemas.records import CAPTION_KINDS
 from earmark.stages.base import Inputs, StageSpec
-from earmark.stages.synthesize import captions, entailment, instructions, joint, qa, rule_qa
-from earmark.stages.synthesize.common import LLM, WRITER_SETTINGS, Outcome, Synth, resolve_writers
-from earmark.stages.synthesize.replies import (
-    MAX_CHARS,
-    EntailmentReply,
-    Hypotheses,
-    JointQA,
-    QAItem,
-    caption_reply,
-    instruction_reply,
-    reply_schema,
-)
+from earmark.stages.synthesize import item_types, joint  # noqa: F401  (item_types: registers the built-in ones)
+from earmark.stages.synthesize.common import LLM, WRITER_SETTINGS, Synth, resolve_writers
+from earmark.stages.synthesize.registry import ITEM_TYPES, register  # noqa: F401  (register: the public way in)
+from earmark.stages.synthesize.replies import Hypotheses, JointQA, instruction_reply, reply_schema
 
 # bump when validation or assembly of items changes (5: uncertain absence unstated, 6: speech timing, 7: its reason,
 # 8: silence captions by rule, entailment sets by rule unless [synthesize] entailment_sets = "llm", 9: QA pairs and
@@ -46,43 +37,31 @@ from earmark.stages.synthesize.replies import (
 # moments" confirmed by the tagger's windows, a voice's timing only with a confirmed count, music timing only
 # "throughout"; 15: no coarse DSP descriptor and no timing from all-lit sound windows)
 STAGE_VERSION = "15"
-ITEM_TABLES: tuple[str, ...] = ("captions", "qa", "entailment", "instructions")
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
-
-_FILES: dict[str, tuple[str, ...]] = {
-    "captions": (*captions.PROMPTS, "absent", "content_captions"),
-    "qa": (*qa.PROMPTS, *rule_qa.PROMPTS, "absent", "content_captions"),
-    "entailment": entailment.PROMPTS,
-    "instructions": (*instructions.PROMPTS, *rule_qa.PROMPTS, "absent", "content_captions"),
-    "joint": (*joint.PROMPTS, "absent", "content_captions"),
-}
+JOINT_FILES = (*joint.PROMPTS, "absent", "content_captions")
 
 
 def _schemas(item: str) -> list[dict[str, Any]]:
-    caps = [reply_schema(caption_reply(MAX_CHARS[k])) for k in CAPTION_KINDS]
-    forms = [reply_schema(instruction_reply(f)) for f in FORMS]
-    return {
-        "captions": caps,
-        "qa": [reply_schema(QAItem)],
-        "entailment": [reply_schema(EntailmentReply)],
-        "instructions": forms,
-        "joint": [reply_schema(JointQA), reply_schema(Hypotheses)]
-        + [reply_schema(instruction_reply(f, False)) for f in FORMS],
-    }[item]
+    if item == "joint":
+        return [reply_schema(JointQA), reply_schema(Hypotheses)] + [
+            reply_schema(instruction_reply(f, False)) for f in FORMS
+        ]
+    return ITEM_TYPES[item].reply_schemas()
 
 
 def prompt_files(item: str) -> tuple[str, ...]:
     """Every prompt/phrase file an item type's requests are rendered from."""
-    return (*_FILES[item], *SHARED_FILES)
+    return (*(JOINT_FILES if item == "joint" else ITEM_TYPES[item].prompts), *SHARED_FILES)
 
 
 def spec(
-    item: str, cfg: SynthesizeSection, llm: LLMSection, evidence: EvidenceSection, items: Sequence[str] = ITEM_TABLES
+    item: str, cfg: SynthesizeSection, llm: LLMSection, evidence: EvidenceSection, items: Sequence[str] | None = None
 ) -> StageSpec:
     """The stage of one item type ("joint": every item type in `items` from one reply per clip)."""
-    if item not in (*ITEM_TABLES, "joint"):
-        raise ValueError(f"unknown item type {item!r}; use one of {', '.join(ITEM_TABLES)}")
+    if item not in (*ITEM_TYPES, "joint"):
+        raise ValueError(f"unknown item type {item!r}; use one of {', '.join(ITEM_TYPES)}")
+    items = list(ITEM_TYPES) if items is None else items
     cfg = resolve_writers(cfg, llm.model)
     config: dict[str, Any] = {
         "seed": llm.seed,
@@ -99,7 +78,7 @@ def spec(
     if item == "joint":
         config["items"] = sorted(items)
         writes = (*sorted(items), "rejections")
-    reads = ("evidence", "captions") if item == "entailment" else ("evidence",)
+    reads = ("evidence",) if item == "joint" else ITEM_TYPES[item].reads
     files = prompt_files(item)
     return StageSpec(
         f"synthesize:{item}",
@@ -133,29 +112,13 @@ def max_requests(item: str, cfg: SynthesizeSection) -> int:
     shard's evidence is read. `cfg` as `resolve_writers` decided it."""
     if "auto" in (getattr(cfg, k) for k in WRITER_SETTINGS):
         raise ValueError("max_requests needs the writers decided: pass resolve_writers(cfg, model)")
-    llm_kinds = [k for k in CAPTION_KINDS if not (k in captions.RULE_KINDS and cfg.content_captions == "rule")]
-    entailment_calls = int(cfg.entailment_sets == "llm")
-    qa_calls, instruction_calls = 5 * (cfg.qa_pairs == "llm"), 3 * (cfg.instruction_triples == "llm")
-    return {
-        "captions": 3 * len(llm_kinds),
-        "qa": qa_calls,
-        "entailment": entailment_calls,
-        "instructions": instruction_calls,
-        "joint": 1,
-    }[item]
+    return 1 if item == "joint" else ITEM_TYPES[item].max_requests(cfg)
 
 
 def planned_requests(item: str, ev: ClipEvidence, s: Synth, premises: Sequence[Any] = ()) -> int:
-    """LLM requests one clip needs on first attempts: captions skip kinds written by rule (absent content,
-    rule-written content captions), entailment needs a premise."""
-    if item == "captions":
-        rule = captions.RULE_KINDS if s.cfg.content_captions == "rule" else ()
-        by_rule = (captions.is_absent(ev, k, s) or k in rule or captions.only_silence(ev, k, s) for k in CAPTION_KINDS)
-        return 3 * sum(not r for r in by_rule)
-    if item == "entailment":
-        return int(s.cfg.entailment_sets == "llm" and entailment.premise_for(ev.clip_id, premises) is not None)
-    qa_calls = len(qa.qa_plan(ev.clip_id)) if s.cfg.qa_pairs == "llm" else 0
-    return {"qa": qa_calls, "instructions": 3 * (s.cfg.instruction_triples == "llm"), "joint": 1}[item]
+    """LLM requests one clip needs on first attempts (the item type's plan: kinds written by rule need none,
+    entailment needs a premise)."""
+    return 1 if item == "joint" else ITEM_TYPES[item].planned_requests(ev, s, premises)
 
 
 class _Counted:
@@ -229,31 +192,20 @@ def _run(
     s = Synth(counted, cfg, llm_cfg.seed, evidence_cfg.min_confidence)
     concurrency = getattr(client, "concurrency", llm_cfg.max_concurrency)
     evidence = inputs("evidence")
-    premises = inputs("captions") if item == "entailment" and "captions" in inputs.tables() else []
+    reads = () if item == "joint" else ITEM_TYPES[item].reads
+    premises = inputs("captions") if "captions" in reads and "captions" in inputs.tables() else []
     counted.plan(sum(planned_requests(item, ev, s, premises) for ev in evidence))
     if item == "joint":
         per_clip = _per_clip(evidence, lambda ev: joint.joint_clip(ev, s), concurrency)
         out: dict[str, list[Any]] = {i: [r for o in per_clip for r in o[i].rows] for i in items}
         out["rejections"] = [r for o in per_clip for i in items for r in o[i].rejections]
         return out
-    if item == "entailment" and "captions" not in inputs.tables():
+    kind = ITEM_TYPES[item]
+    missing = [t for t in kind.reads if t not in inputs.tables()]
+    if missing:
         raise ValueError(
-            "entailment needs the shard's captions (its premises): include 'captions' in "
-            "synthesize.items or re-run from a version that has them"
+            f"{item} needs the shard's {', '.join(missing)} (its premises): include "
+            f"{', '.join(repr(t) for t in missing)} in synthesize.items or re-run from a version that has them"
         )
-    fns: dict[str, Callable[[ClipEvidence], Outcome]] = {
-        "captions": lambda ev: captions.caption_clip(ev, s),
-        "qa": lambda ev: (
-            rule_qa.rule_qa(ev, s)
-            if cfg.qa_pairs == "rule"
-            else qa.qa_clip(ev, s, fallback=lambda: rule_qa.rule_qa(ev, s))
-        ),
-        "entailment": lambda ev: entailment.entailment_clip(ev, premises, s),
-        "instructions": lambda ev: (
-            rule_qa.rule_instructions(ev, s)
-            if cfg.instruction_triples == "rule"
-            else instructions.instructions_clip(ev, s, fallback=lambda: rule_qa.rule_instructions(ev, s))
-        ),
-    }
-    outcomes = _per_clip(evidence, fns[item], concurrency)
+    outcomes = _per_clip(evidence, lambda ev: kind.write(ev, s, premises), concurrency)
     return {item: [r for o in outcomes for r in o.rows], "rejections": [r for o in outcomes for r in o.rejections]}

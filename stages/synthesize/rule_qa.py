@@ -22,12 +22,12 @@ import jinja2
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.facts import bands
 from earmark.stages.facts.render import View
-from earmark.stages.filter.audit import item_verdict
 from earmark.stages.filter.claims import asserted, audit, claim_verdict
 from earmark.stages.synthesize.captions import absent_rows, is_absent, only_silence
 from earmark.stages.synthesize.common import Outcome, Synth
 from earmark.stages.synthesize.instructions import expected_answer, instruction_plan, triple
 from earmark.stages.synthesize.qa import INFERENCE, qa_plan, qa_row
+from earmark.stages.synthesize.registry import ITEM_TYPES
 from earmark.stages.synthesize.replies import InstructionReply, QAItem
 from earmark.stages.synthesize.rule_captions import FACTS, combined_captions, rule_captions
 
@@ -187,7 +187,7 @@ def rule_instructions(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
                 made = triple(ev, lineage, i, plan, reply, expected_answer(reply, plan), 1.0)
             except ValueError:
                 continue
-            if item_verdict("instructions", made, ev, s.min_confidence)[0]:  # QC's own audit of the item
+            if ITEM_TYPES["instructions"].audit(made, ev, s.min_confidence)[0]:  # QC's own audit of the item
                 row = made
                 break
         if row is None:
