@@ -139,3 +139,19 @@ def test_a_toy_item_type_is_built_end_to_end(tmp_path, toy, prefect_harness):
     assert ("loudness", "supported") in claims
     card = (tmp_path / "data" / "toy" / "exports" / out["version"] / "README.md").read_text()
     assert "toy_notes" in card
+
+
+def test_the_joint_strategy_refuses_an_item_type_it_cannot_write(toy):
+    from earmark.stages import synthesize
+
+    cfg = load_config(None, {"synthesize.items": ["captions", "toy_notes"]})
+    with pytest.raises(ValueError, match='toy_notes needs \\[synthesize\\] strategy = "focused"'):
+        synthesize.spec("joint", cfg.synthesize, cfg.llm, cfg.evidence, cfg.synthesize.items)
+    assert synthesize.spec("toy_notes", cfg.synthesize, cfg.llm, cfg.evidence).writes == ("toy_notes", "rejections")
+
+
+def test_an_unknown_item_type_is_a_config_error():
+    from earmark.core.config import ConfigError
+
+    with pytest.raises((ConfigError, ValueError), match="unknown item type 'toy_notes'"):
+        load_config(None, {"synthesize.items": ["captions", "toy_notes"]})

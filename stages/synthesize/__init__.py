@@ -62,6 +62,11 @@ def spec(
     if item not in (*ITEM_TYPES, "joint"):
         raise ValueError(f"unknown item type {item!r}; use one of {', '.join(ITEM_TYPES)}")
     items = list(ITEM_TYPES) if items is None else items
+    if item == "joint" and (other := sorted(set(items) - set(item_types.BUILT_IN))):
+        raise ValueError(
+            f"the joint strategy writes only {', '.join(item_types.BUILT_IN)}; {', '.join(other)} needs "
+            f'[synthesize] strategy = "focused"'
+        )
     cfg = resolve_writers(cfg, llm.model)
     config: dict[str, Any] = {
         "seed": llm.seed,
