@@ -1,7 +1,8 @@
 """QC from the claim audit: every item's claims, judged against its clip's evidence, decide whether it ships.
 
 `audit_items` returns one `claim_audit` QC verdict per item (plus `entailment_set` verdicts: an entailment set
-ships whole or not at all) and one `claims` row per claim. What each item type must satisfy:
+ships whole or not at all) and one `claims` row per claim, each item by its item type's `audit`
+(`stages/synthesize/item_types/`, built on `audit_fields` / `audit_hypothesis` here). What each must satisfy:
 
 | items | fields audited | rule |
 |---|---|---|
