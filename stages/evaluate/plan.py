@@ -177,7 +177,7 @@ def _similarity(cat: Catalog, version: str, text_files: dict[str, Path], req: Re
         summaries = evaluate.similarity_summaries(cat, key)
         return Part(captions.report_markdown(req.model_name, version, summaries), first=True)
 
-    return Scoring("evaluate/similarity", _bound(job, lambda k, inputs: fn(k, inputs)), part)
+    return Scoring("evaluate/similarity", _bound(job, fn), part)
 
 
 def _mecat(
@@ -230,7 +230,7 @@ def _mecat(
         description = f"{req.model_name} on {version}: per group ×100"
         return Part(markdown, first=True, scores=("mecat", scores), table=("mecat-scores", description, table))
 
-    return Scoring("evaluate/mecat", _bound(job, lambda k, inputs: fn(k, inputs)), part)
+    return Scoring("evaluate/mecat", _bound(job, fn), part)
 
 
 def _items(

@@ -23,7 +23,7 @@ from earmark.llm import shard_budget
 from earmark.prompts import request_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.base import Inputs, StageSpec
-from earmark.stages.synthesize import item_types, joint  # noqa: F401  (item_types: registers the built-in ones)
+from earmark.stages.synthesize import item_types, joint  # importing item_types registers the built-in ones
 from earmark.stages.synthesize.common import LLM, WRITER_SETTINGS, Synth, resolve_writers
 from earmark.stages.synthesize.registry import ITEM_TYPES, register  # noqa: F401  (register: the public way in)
 from earmark.stages.synthesize.replies import Hypotheses, JointQA, instruction_reply, reply_schema
