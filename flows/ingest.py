@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import partial
-from pathlib import Path
 
 from prefect import flow
 
@@ -19,30 +18,37 @@ from earmark.storage import open_catalog
 def ingest_flow(cfg: Config, run_id: str | None = None, stream: ShardStream | None = None) -> StageResult:
     """Decode, standardise and cut every input file; unusable files go to `quarantine` with a reason.
 
-    Files keep the shard the dataset's manifest gave them on their first build; new files form new shards.
+    Files keep the shard the dataset's manifest gave them on their first build; new files form new shards. A
+    file is named after the input it was found in, so adding an input renames nothing (ingest.inputs), and a
+    copy of a file already built is recorded as its duplicate, not swapped in (ingest.identify).
     `stream`: each shard is also put there as it is registered, for an analyze flow running beside this one.
     """
-    files = ingest.discover(cfg.inputs, cfg.ingest.allowed_roots)
-    if not files:
-        raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs)) or '(no inputs given)'}")
-    root = ingest.input_root(list(cfg.inputs))
+    found = ingest.discover(cfg.inputs, cfg.ingest.allowed_roots)
+    if not found.files:
+        raise FileNotFoundError(ingest.nothing_to_read(cfg.inputs, found))
+    problems = len(found.sources) - len(found.files)
+    print(
+        f"inputs: {len(found.sources)} paths seen: {len(found.files)} audio files, {problems} folders or links "
+        f"not walked (quarantined), {found.skipped} skipped (hidden, or not audio by name)"
+    )
     spec = ingest.spec(cfg.ingest)
     cat = open_catalog(cfg)
-    groups, added = ingest.assign_shards(files, root, cat.manifest(), cfg.ingest.files_per_shard)
+    groups, added = ingest.assign_shards(found.sources, cat.manifest(), cfg.ingest.files_per_shard)
+    first: dict[str, str] = {}  # sha256 → the source that holds those bytes first (ingest.identify)
 
-    def jobs(shards: list[tuple[int, list[Path]]]) -> list[ShardJob]:
-        return mark_unregistered(
-            cfg,
-            [
+    def jobs(shards: list[tuple[int, list[ingest.Source]]]) -> list[ShardJob]:
+        out = []
+        for shard, group in shards:
+            sources = ingest.identify(group, cfg.ingest.allowed_roots, first)
+            out.append(
                 ShardJob(
                     spec,
-                    partial(ingest.run, group, root, cfg.ingest),
-                    sources=[ingest.source_identity(f, root, cfg.ingest.allowed_roots) for f in group],
+                    partial(ingest.run, [s for s, _ in sources], cfg.ingest),
+                    sources=[identity for _, identity in sources],
                     label=f"shard-{shard:04d}",
                 )
-                for shard, group in shards
-            ],
-        )
+            )
+        return mark_unregistered(cfg, out)
 
     # A shard's key hashes its files' bytes. Shards are planned and submitted in batches of 1, 2, 4, … shards:
     # each batch's files are hashed while the batches before it compute (1,000 10 s files: 0.35 s the workers

@@ -30,8 +30,14 @@ RAW_PREFIXES = ("Error", "decoding failed", "not decodable", "unexpected")
 
 
 def _ingest(root: Path, cfg: IngestSection) -> dict[str, list]:
-    files = ingest.discover([root / "inputs"], cfg.allowed_roots)
-    return ingest.run(files, ingest.input_root([root / "inputs"]), cfg)
+    """The corpus through ingest, rows named as in the corpus (without the input folder's name)."""
+    out = ingest.run(ingest.discover([root / "inputs"], cfg.allowed_roots).sources, cfg)
+
+    def in_corpus(row):  # every row is shown under its input folder's name
+        assert row.source_path.startswith("inputs/"), row.source_path
+        return row.model_copy(update={"source_path": row.source_path.removeprefix("inputs/")})
+
+    return {table: [in_corpus(row) for row in rows] for table, rows in out.items()}
 
 
 def test_every_bad_input_is_quarantined_with_a_readable_reason(tmp_path: Path) -> None:
@@ -65,8 +71,8 @@ def test_good_but_unusual_files_are_standardised(tmp_path: Path) -> None:
     for name in ("rate_8k.wav", "rate_192k.flac", "eight_channels.wav", "ünïcödé 音声.wav", 'it\'s "quoted".ogg'):
         audio = ingest.decode_clip(good[name])
         assert audio.sample_rate == 16000 and audio.samples.ndim == 1 and good[name].duration_s == 2.0, name
-    # no root configured: the link out of the input folder is followed, shown by its real path
-    assert any(p.endswith("secret.wav") for p in good)
+    # no root configured: the link out of the input folder is followed, shown under its own name
+    assert ingest.decode_clip(good["escape.wav"]).sample_rate == 16000
 
 
 def _as_nobody(fn):
@@ -108,6 +114,42 @@ def test_unreadable_file_is_quarantined() -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_unreadable_folders_are_quarantined() -> None:
+    """Issue 45: a sub-folder this user cannot list, and an input folder itself, are rows (reason and fix), not
+    files that silently vanish from the build."""
+    top = Path(tempfile.mkdtemp(prefix="earmark-locked-"))  # not under tmp_path: its parents are 0700
+    inputs, locked, closed = top / "inputs", top / "inputs" / "locked", top / "closed"
+    try:
+        top.chmod(0o755)
+        for folder in (locked, closed):
+            folder.mkdir(parents=True)
+            sf.write(folder / "inside.wav", [0.1] * 32000, 16000)
+        sf.write(inputs / "open.wav", [0.1] * 32000, 16000)
+        locked.chmod(0)
+        closed.chmod(0)
+
+        def run() -> list:
+            found = ingest.discover([inputs, closed])
+            rows = [ingest.not_read(s) for s in found.sources]
+            return [(s.shown, row and (row.reason, row.fix)) for s, row in zip(found.sources, rows, strict=True)]
+
+        if os.access(locked, os.R_OK):  # root lists it anyway
+            if not hasattr(os, "fork"):
+                pytest.skip("running as root without fork(): chmod 000 does not stop root from listing a folder")
+            listed = _as_nobody(run)
+        else:
+            listed = repr(run())
+        denied = (
+            "('permission denied: this user cannot list the folder, so none of its files was read', "
+            "'grant read and search permission (chmod a+rx DIR) or run earmark as a user who can read it')"
+        )
+        assert listed == f"[('closed/', {denied}), ('inputs/locked/', {denied}), ('inputs/open.wav', None)]", listed
+    finally:
+        for folder in (locked, closed):
+            folder.chmod(0o755)
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def test_allowed_roots_apply_to_named_files_too(tmp_path: Path) -> None:
     """Inputs named one by one (not found in a folder) are checked the same way, before anything reads them."""
     write_bad_input_corpus(tmp_path)
@@ -117,8 +159,8 @@ def test_allowed_roots_apply_to_named_files_too(tmp_path: Path) -> None:
         tmp_path / "inputs" / "escape.wav",
         tmp_path / "inputs" / "rate_8k.wav",
     ]
-    files = ingest.discover(named, cfg.allowed_roots)
-    clips, rows = ingest.ingest_files(files, cfg, ingest.input_root(named))
+    files = ingest.discover(named, cfg.allowed_roots).sources
+    clips, rows = ingest.ingest_files(files, cfg)
     assert [c.source_path for c in clips] == ["inputs/rate_8k.wav"]
     assert sorted(q.source_path for q in rows) == ["inputs/escape.wav", "outside/secret.wav"]
     assert all("outside the allowed source roots" in q.reason for q in rows)
@@ -212,8 +254,8 @@ def test_one_build_over_the_mixed_corpus_and_no_api_key_anywhere(
     cat = Catalog(data, "badinput")
     quarantined = dict(cat.query("SELECT source_path, reason FROM quarantine"))
     clipped = {p for (p,) in cat.query("SELECT DISTINCT source_path FROM clips")}
-    assert clipped == {c.name for c in cases if c.expect == "clip"}
-    assert set(quarantined) == {c.name for c in cases if c.expect == "quarantine"}
+    assert clipped == {f"inputs/{c.name}" for c in cases if c.expect == "clip"}
+    assert set(quarantined) == {f"inputs/{c.name}" for c in cases if c.expect == "quarantine"}
     assert out["version"] == "v0001"
 
     # ... and nowhere else: no file under the data root (Parquet, catalog, exports, cache, logs) holds it

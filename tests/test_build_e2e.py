@@ -86,7 +86,7 @@ def test_catalog_answers_the_benchmark_questions(built):
         assert qa.get(clip_id) == 5 or clip_id in qa_rej
     # hostile inputs are in quarantine with reasons, and did not stop the run
     quarantined = dict(con.execute("SELECT source_path, reason FROM quarantine").fetchall())
-    hostile = {i.path.name for i in kept if i.domain is None}
+    hostile = {f"inputs/{i.path.name}" for i in kept if i.domain is None}
     assert hostile <= set(quarantined)
     assert all(quarantined[h] for h in hostile)
     # every generated item has QC verdicts; lineage on rows

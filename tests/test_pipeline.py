@@ -44,14 +44,14 @@ def _build(tmp_path, inputs, monkeypatch, pipeline: bool, fail_last: bool = Fals
 
     def slow_last_ingest(files, *a, **k):
         start = time.monotonic()
-        if files[0].name == f"tone-{N_FILES - 1}.wav":
+        if files[0].path.name == f"tone-{N_FILES - 1}.wav":
             if fail_last:
                 raise RuntimeError("planted crash in the last ingest shard")
             if pipeline:  # still computing when the others' analysis starts — or never done, if it never does
                 assert analysing.wait(NO_ANALYSIS_S), "no analysis started while ingest's last shard ran"
         out = ingest_run(files, *a, **k)
         with lock:
-            events.append(("ingest", files[0].name, start, time.monotonic()))
+            events.append(("ingest", files[0].path.name, start, time.monotonic()))
         return out
 
     def timed_analyze(expert, inputs_):

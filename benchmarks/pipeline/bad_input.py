@@ -27,11 +27,11 @@ def main() -> int:
         cases, skipped = write_bad_input_corpus(root)
         cfg = IngestSection(max_file_s=MAX_FILE_S, allowed_roots=[root / "inputs"])
         t = time.perf_counter()
-        files = ingest.discover([root / "inputs"], cfg.allowed_roots)
-        out = ingest.run(files, ingest.input_root([root / "inputs"]), cfg)
+        files = ingest.discover([root / "inputs"], cfg.allowed_roots).sources
+        out = ingest.run(files, cfg)
         seconds = time.perf_counter() - t
-        clips = {c.source_path for c in out["clips"]}
-        rows = {q.source_path: q for q in out["quarantine"]}
+        clips = {c.source_path.removeprefix("inputs/") for c in out["clips"]}
+        rows = {q.source_path.removeprefix("inputs/"): q for q in out["quarantine"]}
         wrong = 0
         print("| input | kind | outcome | reason shown (what to do) |")
         print("|---|---|---|---|")

@@ -114,7 +114,7 @@ def _breakdown(args: argparse.Namespace) -> int:
         (catalog, "write_shard", "  of which Parquet write + fsync + sha256"),
         (catalog.Catalog, "_transaction", "catalog: transactions (all)"),
         (catalog.Catalog, "extend_manifest", "catalog: extend_manifest"),
-        (ingest, "source_identity", "ingest: source identities (file sha256, flow thread)"),
+        (ingest, "identify", "ingest: source identities (file sha256, flow thread)"),
         (shards, "create_progress_artifact", "artifacts: create progress"),
         (shards, "update_progress_artifact", "artifacts: update progress"),
         (shards, "create_table_artifact", "artifacts: shard table"),

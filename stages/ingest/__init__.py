@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -31,25 +31,9 @@ from earmark.stages.ingest.checks import (
     truncated_wav,
     wav_sample_rate,
 )
+from earmark.stages.ingest.inputs import AUDIO_SUFFIXES, Discovery, Source, discover, nothing_to_read  # noqa: F401
 from earmark.stages.ingest.sources import drop_reasons, plan_source
-from earmark.storage.paths import within_any
 
-AUDIO_SUFFIXES = {
-    ".wav",
-    ".flac",
-    ".ogg",
-    ".oga",
-    ".opus",
-    ".mp3",
-    ".aiff",
-    ".aif",
-    ".au",
-    ".m4a",
-    ".aac",
-    ".wma",
-    ".webm",
-    ".mka",
-}
 STAGE_VERSION = "2"  # 2: silent, repeating and surplus clips of one source file dropped (stages/ingest/sources.py)
 REEXPORT_HEADER = "re-export the file from its source; its header is damaged"
 
@@ -68,88 +52,68 @@ def spec(cfg: IngestSection) -> StageSpec:
     return StageSpec("ingest", STAGE_VERSION, writes=("clips", "quarantine"), config=config)
 
 
-def display_path(path: Path, root: Path | None) -> str:
-    return str(path.relative_to(root)) if root and path.is_relative_to(root) else str(path)
+def source_identity(source: Source, allowed_roots: Sequence[Path] = ()) -> str:
+    """What an ingest shard's key depends on per source: its shown name and content (None: not readable), the
+    problem found while listing it, or the earlier source whose bytes it repeats."""
+    return _identity(source, None if source.problem else safe_sha256(source.path, allowed_roots))
 
 
-def source_identity(path: Path, root: Path | None, allowed_roots: Sequence[Path] = ()) -> str:
-    """What an ingest shard's key depends on per file: its displayed path and content (None: not readable)."""
-    return f"{display_path(path, root)}:{safe_sha256(path, allowed_roots)}"
+def _identity(source: Source, sha: str | None) -> str:
+    if source.problem:
+        return f"{source.shown}:!{source.problem[0]}"
+    return f"{source.shown}:{sha}={source.same_as}" if source.same_as else f"{source.shown}:{sha}"
+
+
+def identify(
+    sources: Sequence[Source], allowed_roots: Sequence[Path], first: dict[str, str]
+) -> list[tuple[Source, str]]:
+    """Each source with its identity (`source_identity`); a file whose bytes an earlier one has is marked as
+    that one's duplicate (`same_as`): it is recorded, not ingested, and the earlier file keeps its clips.
+
+    `first` (sha256 → shown name) is filled as sources are hashed; a build passes one dict to the calls for
+    all its shards, in shard order, so files already in the manifest (the lower shards) come first and a copy
+    added later never takes their place.
+    """
+    out = []
+    for source in sources:
+        sha = None if source.problem else safe_sha256(source.path, allowed_roots)
+        if sha is not None and first.setdefault(sha, source.shown) != source.shown:
+            source = replace(source, same_as=first[sha])
+        out.append((source, _identity(source, sha)))
+    return out
 
 
 def assign_shards(
-    files: Sequence[Path], root: Path | None, manifest: Mapping[str, int], per_shard: int
-) -> tuple[dict[int, list[Path]], dict[str, int]]:
-    """Group files into ingest shards without moving any file already assigned (the append-only manifest).
+    sources: Sequence[Source], manifest: Mapping[str, int], per_shard: int
+) -> tuple[dict[int, list[Source]], dict[str, int]]:
+    """Group sources into ingest shards without moving any source already assigned (the append-only manifest).
 
-    A file in `manifest` (display path → shard) stays in its shard; new files fill new shards after the
-    highest one, `per_shard` at a time, in path order. So adding files to a built corpus creates new shards
-    only, and every existing shard (and everything downstream of it) keeps its key. A removed file only
-    shrinks its own shard. Returns (shard → files, the new assignments to append to the manifest).
+    A source in `manifest` (shown name → shard) stays in its shard; new ones fill new shards after the
+    highest one, `per_shard` at a time, in the given (name) order. So adding files to a built corpus creates
+    new shards only, and every existing shard (and everything downstream of it) keeps its key. A removed file
+    only shrinks its own shard. Returns (shard → sources, the new assignments to append to the manifest).
     """
-    groups: dict[int, list[Path]] = {}
-    new: list[Path] = []
-    for f in files:
-        shard = manifest.get(display_path(f, root))
+    groups: dict[int, list[Source]] = {}
+    new: list[Source] = []
+    for s in sources:
+        shard = manifest.get(s.shown)
         if shard is None:
-            new.append(f)
+            new.append(s)
         else:
-            groups.setdefault(shard, []).append(f)
+            groups.setdefault(shard, []).append(s)
     first = max(manifest.values(), default=-1) + 1
     added: dict[str, int] = {}
     for i in range(0, len(new), per_shard):
         shard = first + i // per_shard
         groups[shard] = new[i : i + per_shard]
-        added.update({display_path(f, root): shard for f in groups[shard]})
+        added.update({s.shown: shard for s in groups[shard]})
     return dict(sorted(groups.items())), added
 
 
-def _real(path: Path) -> Path | None:
-    """`path` with every symlink followed, or None for a loop or a missing target."""
-    try:
-        return path.resolve(strict=True)
-    except (OSError, RuntimeError):  # Python 3.11 raises RuntimeError for a symlink loop
-        return None
-
-
-def input_root(paths: Sequence[Path]) -> Path | None:
-    """The directory that displayed source paths are relative to: the inputs' common directory."""
-    dirs = [p.resolve() if p.is_dir() else (_real(p.parent) or p.parent.absolute()) for p in map(Path, paths)]
-    return Path(os.path.commonpath(dirs)) if dirs else None
-
-
-def run(files: Sequence[Path], root: Path | None, cfg: IngestSection, inputs: object = None) -> dict[str, list]:
-    """The stage function: a group of files → {clips, quarantine} (it reads no shards)."""
-    clips, quarantine = ingest_files(files, cfg, root)
+def run(sources: Sequence[Source], cfg: IngestSection, inputs: object = None) -> dict[str, list]:
+    """The stage function: a group of sources → {clips, quarantine} (it reads no shards)."""
+    clips, quarantine = ingest_files(sources, cfg)
     return {"clips": clips, "quarantine": quarantine}
-
-
-def discover(inputs: Iterable[Path], allowed_roots: Sequence[Path] = ()) -> list[Path]:
-    """Audio files under the given files/directories, sorted; hidden files and non-audio suffixes skipped.
-
-    A file is listed by its real path (symlinks followed), except a link that leads nowhere (a loop, a missing
-    target) or outside `allowed_roots`: that one keeps the link's own name, so its quarantine row names it.
-    """
-    found: set[Path] = set()
-    for p in inputs:
-        p = Path(p)
-        if p.is_dir():
-            candidates = [
-                f
-                for f in p.rglob("*")
-                if f.suffix.lower() in AUDIO_SUFFIXES and not f.name.startswith(".") and not f.is_dir()
-            ]
-        elif p.exists() or p.is_symlink():
-            candidates = [p]
-        else:
-            raise FileNotFoundError(f"input {p} does not exist: pass audio files or directories that contain them")
-        for f in candidates:
-            real = _real(f)
-            if real is None or (allowed_roots and not within_any(real, allowed_roots)):
-                found.add((_real(f.parent) or f.parent.absolute()) / f.name)
-            else:
-                found.add(real)
-    return sorted(found)
 
 
 def safe_sha256(path: Path, allowed_roots: Sequence[Path] = ()) -> str | None:
@@ -348,22 +312,22 @@ def ingest_file(
     return clips, quarantine
 
 
-def ingest_files(
-    paths: Sequence[Path], cfg: IngestSection, root: Path | None = None
-) -> tuple[list[Clip], list[QuarantineRow]]:
-    """Ingest a shard's files; a clip whose audio already appeared earlier in the shard is kept once."""
+def ingest_files(sources: Sequence[Source], cfg: IngestSection) -> tuple[list[Clip], list[QuarantineRow]]:
+    """Ingest a shard's sources; a clip whose audio already appeared earlier in the shard is kept once."""
     clips: list[Clip] = []
     quarantine: list[QuarantineRow] = []
     seen: dict[str, str] = {}
-    for path in paths:
-        shown = display_path(path, root)
-        got, bad = ingest_file(path, cfg, shown)
+    for source in sources:
+        if row := not_read(source, cfg.allowed_roots):
+            quarantine.append(row)
+            continue
+        got, bad = ingest_file(source.path, cfg, source.shown)
         quarantine += bad
         for clip in got:
             if clip.clip_id in seen:
                 quarantine.append(
                     QuarantineRow(
-                        source_path=f"{shown}#{clip.clip_index}",
+                        source_path=f"{source.shown}#{clip.clip_index}",
                         source_sha256=clip.source_sha256,
                         stage="ingest",
                         reason=f"duplicate audio: identical to clip {clip.clip_id} from {seen[clip.clip_id]}",
@@ -371,6 +335,23 @@ def ingest_files(
                     )
                 )
                 continue
-            seen[clip.clip_id] = shown
+            seen[clip.clip_id] = source.shown
             clips.append(clip)
     return clips, quarantine
+
+
+def not_read(source: Source, allowed_roots: Sequence[Path] = ()) -> QuarantineRow | None:
+    """The row for a source ingest does not read: a problem found while listing it, or a copy of an earlier
+    file (`same_as`, see `identify`)."""
+    if source.problem:
+        reason, fix = source.problem
+        return QuarantineRow(source_path=source.shown, source_sha256=None, stage="ingest", reason=reason, fix=fix)
+    if source.same_as:
+        return QuarantineRow(
+            source_path=source.shown,
+            source_sha256=safe_sha256(source.path, allowed_roots),
+            stage="ingest",
+            reason=f"duplicate file: the same bytes as {source.same_as}, whose clips the dataset holds; not read again",
+            fix="nothing to do; the clips are kept once, under the first path (remove the copy if it is not needed)",
+        )
+    return None

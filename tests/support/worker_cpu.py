@@ -152,12 +152,13 @@ def measure(
     items = generate_corpus(work / "corpus", per_domain=per_domain, seed=seed, hostile=False)
     files = [item.path for item in items]  # domain by domain, per_domain each
     domains = {Path(item.path).name: str(item.domain) for item in items}
+    sources = [ingest.Source(f, f.name) for f in files]  # shown by file name: `truth` below maps names
     cat = Catalog(work / "data", "cpu")
     icfg = IngestSection()
     job = ShardJob(
         ingest.spec(icfg),
-        partial(ingest.run, files, work / "corpus", icfg),
-        sources=[ingest.source_identity(f, work / "corpus") for f in files],
+        partial(ingest.run, sources, icfg),
+        sources=[ingest.source_identity(s) for s in sources],
         label="shard-0000",
     )
     t = time.process_time()
@@ -175,12 +176,12 @@ def measure(
     slots = gpu_slots(cfg) if cfg.profile == "paper" else set()
     # warm-up: every expert once on one file of each domain, in a throwaway catalog (model loading, numba
     # compiling, first-shape costs stay out of the figure)
-    warm_files = files[::per_domain]
+    warm_sources = sources[::per_domain]
     warm_cat = Catalog(work / "warm", "cpu")
     warm_job = ShardJob(
         ingest.spec(icfg),
-        partial(ingest.run, warm_files, work / "corpus", icfg),
-        sources=[ingest.source_identity(f, work / "corpus") for f in warm_files],
+        partial(ingest.run, warm_sources, icfg),
+        sources=[ingest.source_identity(s) for s in warm_sources],
         label="warm",
     )
     _run_all(warm_cat, run_job(warm_cat, warm_job, None), experts, {})
