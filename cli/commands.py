@@ -48,7 +48,8 @@ def _print_table(cat, title: str, sql: str) -> None:
         print("    (no rows)")
 
 
-def summarize(cfg: Config, result: dict[str, Any]) -> None:
+def summarize(cfg: Config, result: dict[str, Any], found: Any = None) -> None:
+    """What a build made; `found` (earmark.stages.ingest.Discovery): the inputs it was given, to account for."""
     from earmark.storage import open_catalog
 
     cat = open_catalog(cfg)
@@ -60,6 +61,13 @@ def summarize(cfg: Config, result: dict[str, Any]) -> None:
         f"earmark sql -d {cfg.dataset} --print-init > lake.sql && .venv/bin/duckdb -init lake.sql"
     )
     print(f"  shards  : {cat.root}/<table>/<key>.parquet")
+    if found is not None:  # every input path took a clip or has a quarantine row below
+        clipped = {p for (p,) in cat.query("SELECT DISTINCT source_path FROM clips")}
+        took = sum(s.shown in clipped for s in found.sources)
+        print(
+            f"  inputs  : {len(found.sources)} paths seen, {took} taken (gave clips), "
+            f"{len(found.sources) - took} quarantined (below); {found.skipped} skipped (hidden, or not audio by name)"
+        )
     print(f"  exports : {result['exports']}")
     print(f"  stage wall time (s): {json.dumps(result['timings_s'])}")
     computed = sum(v["computed"] for v in result["shards"].values())
@@ -137,20 +145,21 @@ def _prefect(cfg: Config, *flows: str) -> Any:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from earmark.core.config import check_build
-    from earmark.stages.ingest import discover
+    from earmark.stages.ingest import discover, nothing_to_read
     from earmark.storage.catalog import check_dataset_name
 
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs])
     check_dataset_name(cfg.dataset)
     check_build(cfg, args.until)
-    if not discover(cfg.inputs):  # fail before any flow starts, naming the inputs
-        raise FileNotFoundError(f"no audio files found under {', '.join(map(str, cfg.inputs))}")
+    found = discover(cfg.inputs, cfg.ingest.allowed_roots)
+    if not found.files:  # fail before any flow starts, naming the inputs
+        raise FileNotFoundError(nothing_to_read(cfg.inputs, found))
     _preflight(cfg)
     with _prefect(cfg, "earmark.flows.build"), _bars(args):
         from earmark.flows.build import run_build
 
         result = run_build(cfg, args.until)
-    summarize(cfg, result)
+    summarize(cfg, result, found)
     return 0
 
 
