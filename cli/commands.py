@@ -380,20 +380,21 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
-    from earmark.storage import open_catalog
+    """`earmark sql`: read-only queries (earmark.storage.sql); nothing is written, repaired or created."""
+    from earmark.storage.catalog import existing_location
+    from earmark.storage.sql import run_read_only
 
     cfg = _config(args, "default")
-    cat = open_catalog(cfg, create=False)
+    location = existing_location(cfg)
     if args.print_init:
-        print(cat.init_sql(), end="")
+        print(location.init_sql(), end="")
         return 0
     if not args.query:
         raise ValueError(
             "earmark sql: give a query, e.g. earmark sql -d demo 'FROM captions LIMIT 5' (or --print-init)"
         )
-    cat.refresh_views()  # views of a version whose publisher died before making them
     try:
-        cols, rows = cat.cursor_query(args.query)
+        cols, rows = run_read_only(location, args.query, cfg.dataset)
     except duckdb.Error as exc:
         raise ValueError(sql_error(exc, cfg.dataset)) from None
     print(" | ".join(cols))
@@ -428,6 +429,43 @@ def sql_error(exc: Exception, dataset: str) -> str:
             f"earmark sql -d {dataset} 'DESCRIBE captions'; versions: FROM versions)"
         )
     return f"SQL: {message}{' at ' + where if where else ''}{hint}"
+
+
+def cmd_maintain(args: argparse.Namespace) -> int:
+    """`earmark maintain expire|compact`: plan, show, confirm, then do it under the dataset's write lease."""
+    from datetime import timedelta
+
+    from earmark.storage import maintain, open_catalog
+
+    cfg = _config(args, "default")
+    cat = open_catalog(cfg, create=False)
+    if args.older_than < 0:
+        raise ValueError(f"--older-than {args.older_than}: give a number of days ≥ 0")
+    def plan() -> maintain.MaintenancePlan:
+        if args.operation == "expire":
+            return maintain.plan_expire(cat, timedelta(days=args.older_than))
+        return maintain.plan_compact(cat)
+
+    if not (args.dry_run or args.yes or sys.stdin.isatty()):
+        raise ValueError(
+            f"earmark maintain {args.operation}: add --yes to do it without a terminal to ask on "
+            "(--dry-run shows the plan)"
+        )
+    if args.dry_run:  # reads only: no lease either
+        print(f"{cfg.dataset}: {plan().describe()}\ndry run: nothing changed")
+        return 0
+    with cat.lease(cat.new_run_id(), "maintain"):
+        todo = plan()  # under the lease: what no writer can change any more
+        print(f"{cfg.dataset}: {todo.describe()}")
+        if not (todo.snapshots or todo.files or todo.tables):
+            print("nothing to do")
+            return 0
+        if not args.yes and input("proceed? [y/N] ").strip().lower() not in {"y", "yes"}:
+            print("nothing changed")
+            return 0
+        done = maintain.expire(cat, todo) if args.operation == "expire" else maintain.compact(cat, todo)
+        print(f"done: {done.describe()}")
+    return 0
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

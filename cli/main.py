@@ -7,7 +7,8 @@ earmark evaluate -d NAME --endpoint URL --model-id M   ask a model (audio chat A
 earmark rerun -d NAME --stage synthesize --items entailment   re-run one stage after a prompt edit + diff
 earmark mecat-score -p PREDS --references DIR   score mecat-evaluate files against MECAT references
 earmark versions list|show|diff -d NAME   a dataset's versions, one version's contents, what changed
-earmark sql -d NAME "SELECT …"     query a dataset's catalog
+earmark sql -d NAME "SELECT …"     query a dataset's catalog (read-only)
+earmark maintain expire|compact -d NAME   expire old snapshots / compact files (--dry-run, asks first)
 earmark export -d NAME --format hf -o DIR   a version's kept items for other tools (hf, mecat, audiobench,
                                    entailment, lhotse); --push REPO uploads an hf/audiobench folder to the Hub
 earmark view -d NAME               browse a version on 127.0.0.1: listen, read facts, items, QC; review + publish
@@ -51,6 +52,7 @@ from earmark.cli.commands import (  # noqa: E402
     cmd_evaluate,
     cmd_export,
     cmd_llm_serve,
+    cmd_maintain,
     cmd_mecat_score,
     cmd_migrate,
     cmd_rerun,
@@ -389,6 +391,26 @@ def _sql(q: argparse.ArgumentParser) -> None:
         help="print an init file for the DuckDB CLI that loads the extensions and attaches the lake "
         "(earmark sql -d DATASET --print-init > lake.sql && duckdb -init lake.sql)",
     )
+
+
+@command(
+    "maintain",
+    cmd_maintain,
+    help="lake maintenance under the write lease: expire old snapshots (every published version is kept) and "
+    "delete the files only they read, or compact small data files; shows its plan and asks first",
+)
+def _maintain(m: argparse.ArgumentParser) -> None:
+    m.add_argument("operation", choices=["expire", "compact"], help="expire: old snapshots; compact: small files")
+    _common(m)
+    m.add_argument(
+        "--older-than",
+        type=float,
+        default=7.0,
+        metavar="DAYS",
+        help="expire: only snapshots older than this many days (default 7; 0: all but the versions' and the latest)",
+    )
+    m.add_argument("--dry-run", action="store_true", help="print the plan only; change nothing")
+    m.add_argument("--yes", action="store_true", help="do it without asking (needed when stdin is not a terminal)")
 
 
 @command(

@@ -110,6 +110,40 @@ def check_dataset_name(dataset: str) -> str:
     return dataset
 
 
+def dataset_folder(data_root: Path, dataset: str, *, must_exist: bool) -> Path:
+    """`<data_root>/<dataset>` (the name checked); with `must_exist`, DatasetNotFoundError listing the datasets
+    there when it holds no catalog. Writes nothing."""
+    check_dataset_name(dataset)
+    root = Path(data_root).resolve() / dataset  # the name is checked above: one plain component
+    if must_exist and not any((root / name).exists() for name in ("catalog.sqlite", "catalog.duckdb")):
+        existing = sorted(p.name for p in Path(data_root).resolve().glob("*") if (p / "catalog.sqlite").exists())
+        raise DatasetNotFoundError(
+            f"dataset {dataset!r} not found under {Path(data_root).resolve()}; "
+            f"existing datasets: {', '.join(existing) or 'none'} (build one with `earmark build … -d {dataset}`)"
+        )
+    return root
+
+
+def refuse_legacy(data_root: Path, dataset: str) -> None:
+    """LegacyCatalogError when the dataset's folder holds a catalog from before DuckLake."""
+    root = Path(data_root).resolve() / dataset
+    legacy = root / "catalog.duckdb"
+    if legacy.exists():
+        raise LegacyCatalogError(
+            f"{legacy} is a catalog from before earmark used DuckLake; migrate it once with "
+            f"`earmark migrate --data-root {Path(data_root)} -d {dataset}` (or delete {root} to rebuild)"
+        )
+
+
+def existing_location(cfg: Config) -> LakeLocation:
+    """Where the configured dataset's lake is, for a command that only reads it (`earmark sql`): an unknown
+    dataset is an error listing the existing ones, and nothing is created, repaired or written."""
+    root = dataset_folder(cfg.data_root, cfg.dataset, must_exist=not cfg.catalog.postgres)
+    refuse_legacy(cfg.data_root, cfg.dataset)
+    options = catalog_options(cfg)
+    return LakeLocation.for_dataset(root, cfg.dataset, options["postgres"], options["data_path"], options["s3"])
+
+
 class Catalog:
     def __init__(
         self,
@@ -123,27 +157,12 @@ class Catalog:
         create: bool = True,
         _migrating: bool = False,
     ):
-        check_dataset_name(dataset)
-        self.root = Path(data_root).resolve() / dataset  # the name is checked above: one plain component
-        if (
-            not create
-            and not postgres
-            and not any((self.root / name).exists() for name in ("catalog.sqlite", "catalog.duckdb"))
-        ):
-            existing = sorted(p.name for p in Path(data_root).resolve().glob("*") if (p / "catalog.sqlite").exists())
-            raise DatasetNotFoundError(
-                f"dataset {dataset!r} not found under {Path(data_root).resolve()}; "
-                f"existing datasets: {', '.join(existing) or 'none'} (build one with `earmark build … -d {dataset}`)"
-            )
+        self.root = dataset_folder(data_root, dataset, must_exist=not create and not postgres)
         self.dataset = dataset
         self.location = LakeLocation.for_dataset(self.root, dataset, postgres, data_path, s3)
         self.busy_timeout_s = busy_timeout_s
-        legacy = self.root / "catalog.duckdb"
-        if legacy.exists() and not _migrating:
-            raise LegacyCatalogError(
-                f"{legacy} is a catalog from before earmark used DuckLake; migrate it once with "
-                f"`earmark migrate --data-root {Path(data_root)} -d {dataset}` (or delete {self.root} to rebuild)"
-            )
+        if not _migrating:
+            refuse_legacy(data_root, dataset)
         self.root.mkdir(parents=True, exist_ok=True)
         self._ensure_empty_shards()
         if self.location not in _SCHEMA_READY:

@@ -165,17 +165,19 @@ class LakeLocation:
         names = ["ducklake", "postgres_scanner" if self.backend == "postgres" else "sqlite_scanner"]
         return names + (["httpfs"] if self.s3 else [])
 
-    def attach_sql(self, alias: str = ALIAS) -> str:
+    def attach_sql(self, alias: str = ALIAS, *, read_only: bool = False) -> str:
         options = [f"DATA_PATH {_quote(self.data_path)}"]
         if self.metadata_schema:
             options.append(f"METADATA_SCHEMA {_quote(self.metadata_schema)}")
         if self.in_dataset_folder:
             options.append("OVERRIDE_DATA_PATH true")
+        if read_only:
+            options.append("READ_ONLY")
         return f"ATTACH {_quote('ducklake:' + self.metadata)} AS {alias} ({', '.join(options)})"
 
     def init_sql(self) -> str:
-        """A DuckDB CLI init file (`duckdb -init FILE`): load the extensions, attach the lake, use it. An S3
-        secret reads its key from the environment of the `duckdb` process (the CLI's `getenv`)."""
+        """A DuckDB CLI init file (`duckdb -init FILE`): load the extensions, attach the lake READ_ONLY, use it.
+        An S3 secret reads its key from the environment of the `duckdb` process (the CLI's `getenv`)."""
         lines = [f"-- earmark lake: {self.metadata} (data {self.data_path})"]
         lines += [f"LOAD {_quote(str(extension_path(name)))};" for name in self.extensions()]
         if self.s3:
@@ -184,7 +186,11 @@ class LakeLocation:
                 f"(and ${self.s3.session_token_env} if set) when duckdb starts",
                 self.s3.secret_sql(from_cli_env=True) + ";",
             ]
-        lines += [self.attach_sql() + ";", f"USE {ALIAS};"]
+        lines += [
+            "-- attached READ_ONLY: a dataset changes only through earmark (build, rerun, review, maintain)",
+            self.attach_sql(read_only=True) + ";",
+            f"USE {ALIAS};",
+        ]
         return "\n".join(lines) + "\n"
 
 
