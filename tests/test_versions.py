@@ -77,12 +77,12 @@ def test_versions_list_show_diff_print_what_a_user_asks(three, capsys):
     code, out, _ = _run(capsys, "versions", "diff", *common)  # the two latest
     assert code == 0 and out.startswith(f"dataset {cfg.dataset}: v0002 → v0003")
     rows = _section(out, "dataset")
-    assert rows["reviews"] == ["1", "0", "0", "0"] and rows["qc"] == ["1", "0", "0", "127"]  # a row per item and check
+    assert rows["reviews"] == ["1", "0", "0", "0"] and rows["qc"] == ["1", "0", "0", "181"]  # a row per item and check
     assert rows["entailment"] == ["0", "0", "0", "6"]  # the rejected item stays, QC says so
     assert _section(out, "Items every QC check kept")["entailment"] == ["6", "5", "1", "0"]
     code, out, _ = _run(capsys, "versions", "diff", *common, "v0001", "v0002")
     # 8 short captions: a new length verdict, and no source_spread row (only what other checks kept is counted)
-    assert _section(out, "dataset")["qc"] == ["0", "8", "6", "119"]
+    assert _section(out, "dataset")["qc"] == ["0", "8", "6", "173"]
     assert _section(out, "Items every QC check kept")["captions"] == ["9", "3", "6", "0"]  # two were already out
     assert "Changed tables: qc;" in out
 

@@ -384,3 +384,40 @@ EVENT_CLASSES: list[tuple[str, str]] = [
 # A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
 # event claimed just before it, against that event's spans).
 MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"
+
+# What only a picture shows: video resolution and quality, colours, what is seen or on screen. No audio supports
+# such a claim, so QC's `visual_claim` rejects an item that makes one, unless the transcript says those very words
+# (earmark.stages.filter.wording). Noise colours ("white noise"), a blue note and a video game's music are audio.
+VISUAL = (
+    r"(?:video|image|screen|display|picture|pixel|hd|[48]k|\d{3,4}p) resolution|resolution of \d+|\d{3,4}p|"
+    r"[48]k(?! ?(?:hz|bps|b)\b)|(?:full |ultra )?hd(?! (?:voice|audio|radio|sound))|uhd|high[- ]definition|"
+    r"pixels?|pixelated|frame rate|frames per second|fps|aspect ratio|widescreen|footage|on[- ]?screen|on camera|"
+    r"camera (?:angles?|shots?|view|work|pans?|zooms?|shows?|moves?|operator)|in (?:full )?colou?r|"
+    r"(?:video|image|picture|scene|footage) (?:shows?|depicts?|displays?)|we see|you can see|can be seen|seen|"
+    r"visible|visibly|invisible|shown|visual\w*|"
+    r"(?:red|orange|yellow|green|blue|purple|violet|pink|brown|gr[ae]y|black|white)(?! (?:noise|notes?|metal)\b)"
+)
+# Kinship and social ties between people: only the speech can say them. QC's `unsaid_person` keeps such a word
+# only where the clip's transcript says the same word ("my brother, Marta" supports "brother", not "husband").
+RELATIONS = (
+    r"husbands?|wi(?:fe|ves)|spouses?|fianc[eé]{1,2}s?|boyfriends?|girlfriends?|brothers?|sisters?|siblings?|"
+    r"mothers?|fathers?|moms?|mums?|mommy|mummy|dads?|daddy|parents?|sons?|daughters?|step(?:mother|father|son|"
+    r"daughter)s?|grand(?:mother|father|ma|pa|son|daughter|child|children|parent)s?|grann(?:y|ies)|aunts?|uncles?|"
+    r"cousins?|nephews?|nieces?|in-laws?|friends?|buddy|buddies|partners?|boss(?:es)?(?! (?:battle|fight|level|"
+    r"stage|theme|music)\b)|co-?workers?|colleagues?|neighbou?rs?|roommates?|flatmates?|classmates?"
+)
+# Words the English word list QC reads (pyspellchecker's) lacks: words, not cut-off ones
+# (earmark.stages.filter.wording.check_cut_word). Add here what a false `cut_word` rejection names.
+WORDS = (
+    # the phrase files and the expert labels
+    "narrowband wideband untranscribed chiptune chiptunes ringtone ringtones unpitched pitchless overdriven boomy "
+    "hoofbeats boing boings boinging bovinae tock tocks "
+    # what a caption of sound, music or a recording says in words of the trade
+    "soundscape soundscapes synth synths synthy synthwave synthpop dubstep electronica edm idm dnb lofi chillhop "
+    "breakbeat breakbeats bassline basslines hihat hihats ostinato arpeggiator sidechain sidechained bitcrushed "
+    "lowpass highpass bandpass phaser flanger wah polyrhythmic microtonal timbral echoey echoy bassy hissy folky "
+    "acapella cappella beatboxing beatboxed autotune autotuned vocoder asmr sfx foley voicemail subwoofer "
+    "livestream vlog vlogger gameplay cutscene cutscenes "
+    # units, abbreviations and video words (the visual check names the latter)
+    "bpm lufs dbfs snr etc approx fps hd uhd widescreen pixelated lo fi hi"
+).split()

@@ -79,6 +79,8 @@ def run(cfg: Config, embedder: Callable[[], Embed], kinds: Mapping[str, ItemType
         c.clip_id: ClipContext(transcripts.get(c.clip_id, ""), c.hallucination_score, tuple(c.flags))
         for c in inputs("asr_check")
     }
+    for clip_id, text in transcripts.items():  # a transcript without its check still says names (filter/wording.py)
+        context.setdefault(clip_id, ClipContext(text))
     embed = embedder() if items.get("entailment") or f.margin_backend == "evidence" else None
     phrases = load_phrases("evidence", cfg.synthesize.prompt_dir)
     evidence = {e.clip_id: e for e in inputs("evidence")}

@@ -24,6 +24,7 @@ from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 from earmark.stages.base import ItemType
 from earmark.stages.facts.text import normalise
+from earmark.stages.filter.wording import WORDING_CHECKS
 
 # 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;
 # 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality;
@@ -32,8 +33,9 @@ from earmark.stages.facts.text import normalise
 # source_spread and premise (stages/ingest/sources.py, stages/filter/audit.py); 14: fact_budget (stages/filter/budget.py); 15: "one or more
 # people speak" is no speaker count; 16: a coarse descriptor ("tonal") supports no event class ("beeps"); 17: non-speech
 # vocal sounds ("sighing") are named sources; 18: "no recorded sounds" denies sound events, "symphony" is a genre,
-# "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing
-STAGE_VERSION = "19"
+# "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing; 20: cut-off words,
+# visual claims and persons the transcript does not say (stages/filter/wording.py)
+STAGE_VERSION = "20"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows
@@ -204,7 +206,8 @@ def run_item_checks(
     embed: Embedder | None = None,
 ) -> list[QCResult]:
     """Every rule check's verdict on every item: its item type's checks (`kinds[table].checks`), whether it
-    leans on a hallucinated transcript, and the entailment sets' duplicate hypotheses."""
+    leans on a hallucinated transcript, its wording (`wording.WORDING_CHECKS`, over its text fields: cut-off
+    words, visual claims, persons the transcript does not say) and the entailment sets' duplicate hypotheses."""
     context = context or {}
     out: list[QCResult] = []
     for table, rows in items.items():
@@ -212,8 +215,11 @@ def run_item_checks(
         for item in rows:
             for name, check in kind.checks.items():
                 out.append(_row(table, item, name, check(item, s)))
-            verdict = check_hallucination(kind.texts, item, context.get(item.clip_id), s)
-            out.append(_row(table, item, "hallucination", verdict))
+            ctx = context.get(item.clip_id)
+            out.append(_row(table, item, "hallucination", check_hallucination(kind.texts, item, ctx, s)))
+            transcript = ctx.transcript if ctx is not None else ""  # no transcript: no name or relation is said
+            for name, wording in WORDING_CHECKS.items():
+                out.append(_row(table, item, name, wording(kind.texts, item, transcript)))
     if items.get("entailment"):
         dup = duplicate_hypotheses(items["entailment"], items.get("captions", ()), s, embed)
         check = "duplicate_hypothesis" if embed is not None else "duplicate_hypothesis:text-only"
