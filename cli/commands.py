@@ -143,6 +143,18 @@ def _prefect(cfg: Config, *flows: str) -> Any:
     return prefect_api(cfg, preload=flows, on_start=starting)
 
 
+def _writing(cfg: Config, command: str, create: bool = True) -> Any:
+    """The dataset's write lease for a writing command (a context manager), taken in this process before Prefect
+    starts: a dataset another writer holds is refused at once with one line naming the holder and what to do
+    (DatasetBusyError, exit 4), not after the server's start-up behind the flow's logged traceback. The flows
+    the command runs re-enter it (storage.lease.write_lease); it is released however the command ends."""
+    from earmark.storage import open_catalog
+    from earmark.storage.lease import write_lease
+
+    cat = open_catalog(cfg, create=create)
+    return write_lease(cfg, cat, cat.new_run_id(), command)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     from earmark.core.config import check_build
     from earmark.stages.ingest import discover, nothing_to_read
@@ -155,7 +167,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if not found.files:  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(nothing_to_read(cfg.inputs, found))
     _preflight(cfg)
-    with _prefect(cfg, "earmark.flows.build"), _bars(args):
+    with _writing(cfg, "build"), _prefect(cfg, "earmark.flows.build"), _bars(args):
         from earmark.flows.build import run_build
 
         result = run_build(cfg, args.until)
@@ -174,20 +186,21 @@ def cmd_demo(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     stamp = corpus_dir / ".earmark-demo.json"
     params = {"per_domain": args.per_domain, "seed": args.seed}
-    # Reuse an existing corpus: OGG encoding is not byte-reproducible, and new bytes would (rightly)
-    # make ingest recompute its shard on every demo run.
-    if stamp.exists() and json.loads(stamp.read_text()) == params:
-        items = load_manifest(corpus_dir)
-        print(f"sample corpus: {len(items)} files in {corpus_dir} (reused)")
-    else:
-        items = generate_corpus(corpus_dir, per_domain=args.per_domain, seed=args.seed)
-        stamp.write_text(json.dumps(params))
-        print(f"sample corpus: {len(items)} files in {corpus_dir} ({time.perf_counter() - t0:.1f} s)")
-    cfg = cfg.model_copy(update={"inputs": [corpus_dir]})
-    with _prefect(cfg, "earmark.flows.build"), _bars(args):
-        from earmark.flows.build import run_build
+    with _writing(cfg, "demo"):  # before the corpus: a second demo of the dataset must not rewrite it meanwhile
+        # Reuse an existing corpus: OGG encoding is not byte-reproducible, and new bytes would (rightly)
+        # make ingest recompute its shard on every demo run.
+        if stamp.exists() and json.loads(stamp.read_text()) == params:
+            items = load_manifest(corpus_dir)
+            print(f"sample corpus: {len(items)} files in {corpus_dir} (reused)")
+        else:
+            items = generate_corpus(corpus_dir, per_domain=args.per_domain, seed=args.seed)
+            stamp.write_text(json.dumps(params))
+            print(f"sample corpus: {len(items)} files in {corpus_dir} ({time.perf_counter() - t0:.1f} s)")
+        cfg = cfg.model_copy(update={"inputs": [corpus_dir]})
+        with _prefect(cfg, "earmark.flows.build"), _bars(args):
+            from earmark.flows.build import run_build
 
-        result = run_build(cfg)
+            result = run_build(cfg)
     summarize(cfg, result)
     print(f"\ntotal demo wall time {time.perf_counter() - t0:.1f} s")
     return 0
@@ -203,7 +216,7 @@ def cmd_rerun(args: argparse.Namespace) -> int:
     cfg = _config(args, "default", **overrides)
     items = [i.strip() for i in args.items.split(",") if i.strip()] if args.items else None
     check_rerun(open_catalog(cfg, create=False), args.stage, items, args.version, cfg.synthesize.items)
-    with _prefect(cfg, "earmark.flows.rerun"), _bars(args):
+    with _writing(cfg, "rerun", create=False), _prefect(cfg, "earmark.flows.rerun"), _bars(args):
         from earmark.flows.rerun import run_rerun
 
         out = run_rerun(cfg, args.stage, items, args.version)
@@ -311,7 +324,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         resolve_version(open_catalog(cfg, create=False), args.version)  # the dataset and version exist
         if not args.sheet.is_file():
             raise FileNotFoundError(f"review sheet {args.sheet} not found")
-        with _prefect(cfg, "earmark.flows.review"):
+        with _writing(cfg, "review import", create=False), _prefect(cfg, "earmark.flows.review"):
             from earmark.flows.review import review_import_flow
 
             out = review_import_flow(cfg, args.sheet, reviewer=args.reviewer, version=args.version)

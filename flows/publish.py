@@ -14,12 +14,13 @@ from prefect.artifacts import create_markdown_artifact
 
 from earmark.core import progress
 from earmark.core.config import Config
-from earmark.flows.runs import artifact_key, name_flow_run, write_lease
+from earmark.flows.runs import artifact_key, name_flow_run
 from earmark.flows.shards import stage_task
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import publish
 from earmark.stages.base import ShardJob
 from earmark.storage import Catalog, open_catalog
+from earmark.storage.lease import write_lease
 
 
 def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_id: str | None) -> dict[str, list[str]]:

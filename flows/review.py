@@ -25,13 +25,13 @@ from pydantic import BaseModel
 
 from earmark.core.config import Config
 from earmark.flows.publish import publish_flow
-from earmark.flows.runs import artifact_key, write_lease
+from earmark.flows.runs import artifact_key
 from earmark.flows.shards import stage_task
 from earmark.stages import review
 from earmark.stages.base import ShardJob
 from earmark.stages.review import ReviewItem, read_sheet, review_items, to_decisions, write_sheet
 from earmark.storage import Catalog, open_catalog
-from earmark.storage.lease import held, released
+from earmark.storage.lease import held, released, write_lease
 from earmark.storage.paths import version_name
 
 

@@ -17,7 +17,7 @@ from prefect.task_runners import TaskRunner
 from earmark.core.config import Config
 from earmark.flows.runners import shared_runner, subflows_without_heartbeats, task_runner
 from earmark.storage import Catalog
-from earmark.storage.lease import Lease
+from earmark.storage.lease import write_lease
 from earmark.storage.shards import remove_stale_temp_files
 
 
@@ -67,19 +67,6 @@ def load_api_key(cfg: Config) -> None:
             f"[llm] api_key_secret = {llm.api_key_secret!r}: no such Prefect Secret block on the server "
             f"({exc}); create it in the UI (Blocks → Secret) or set ${llm.api_key_env}"
         ) from None
-
-
-def write_lease(cfg: Config, cat: Catalog, run_id: str | None, command: str) -> Lease:
-    """The dataset's write lease for a command (`with write_lease(...)`): build, rerun, publish and review
-    import take it; a second writer of the same dataset waits `[run] lease_wait_s`, then refuses, naming the
-    holder. `run_id` None: re-enter the lease this process's command already holds (a nested publish)."""
-    return cat.lease(
-        run_id,
-        command,
-        stale_after_s=cfg.run.lease_stale_s,
-        heartbeat_s=cfg.run.lease_heartbeat_s,
-        wait_s=cfg.run.lease_wait_s,
-    )
 
 
 def run_summary(
@@ -157,13 +144,14 @@ class Run:
 def run_envelope(
     cfg: Config, cat: Catalog, command: str, params: dict[str, Any], on_finish: Callable[[Run], None] | None = None
 ) -> Iterator[Run]:
-    """One build or rerun of a dataset: its write lease (a second writer waits, then refuses), stale temporary
-    files of crashed runs removed, its row in `runs` (status "ok" when the block ends normally, "failed"
+    """One build or rerun of a dataset: its write lease (a second writer waits, then refuses; a lease the command
+    took before starting Prefect is re-entered, and the run is written under its id), stale temporary files of
+    crashed runs removed, its row in `runs` (status "ok" when the block ends normally, "failed"
     otherwise, with the stats), and one task runner for its sub-flows (a dask run's local cluster lives as
     long as the run). `on_finish` runs last, whatever the outcome (the run summary artifact); the lease is
     released after the run row is finished."""
-    run_id = cat.new_run_id()
-    lease = write_lease(cfg, cat, run_id, command).acquire()  # one writer per dataset
+    lease = write_lease(cfg, cat, cat.new_run_id(), command).acquire()  # one writer per dataset
+    run_id = lease.run_id  # the lease row and the run row name the same run (a take-over closes the row)
     try:
         remove_stale_temp_files(cat.root)
         cat.start_run(command, params, run_id=run_id)

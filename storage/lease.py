@@ -10,7 +10,9 @@ inline in the catalog database (DuckLake data inlining), so heartbeats write no 
 A holder that stops heartbeating for `stale_after_s` is presumed dead and its lease may be taken over; on
 the holder's own host a dead pid is recognised at once, so a build killed with kill -9 can be resumed
 immediately. A holder of the same run id (the publish inside a build, a review import inside its flow)
-re-enters its own lease.
+re-enters its own lease. A writing command takes the lease in its own process before Prefect starts
+(earmark.cli.commands), so a busy dataset is refused at once, in one line; the flows it then runs find that
+this process holds it (`write_lease` re-enters it) and write under its run id.
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
+
+if TYPE_CHECKING:
+    from earmark.core.config import Config
 
 LEASE_COLUMNS = (
     "id INTEGER, run_id VARCHAR, command VARCHAR, host VARCHAR, pid INTEGER, acquired_at TIMESTAMP, "
@@ -221,6 +226,25 @@ class Lease:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def write_lease(cfg: Config, catalog: Any, run_id: str | None, command: str) -> Lease:
+    """The dataset's write lease for a command with `[run]`'s settings (not yet taken: `with write_lease(...)`);
+    a second writer of the same dataset waits `[run] lease_wait_s`, then refuses, naming the holder. When this
+    process already holds the dataset's lease (the command took it before starting Prefect, or a build runs
+    the publish), the lease returned re-enters it under the holder's run id, so `lease.run_id` is the id to
+    write the run under. `run_id` None: re-enter, or take one under a fresh id."""
+    outer = held(catalog.dataset)
+    if outer is not None and outer.catalog.root == catalog.root:
+        run_id = outer.run_id
+    return Lease(
+        catalog,
+        run_id,
+        command,
+        stale_after_s=cfg.run.lease_stale_s,
+        heartbeat_s=cfg.run.lease_heartbeat_s,
+        wait_s=cfg.run.lease_wait_s,
+    )
 
 
 @contextmanager

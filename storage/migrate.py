@@ -8,11 +8,13 @@ The old file is then renamed `catalog.duckdb.migrated` (kept, not deleted).
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import duckdb
 
 from earmark.core.config import Config
 from earmark.storage.catalog import Catalog, catalog_options
+from earmark.storage.lease import write_lease
 
 _COPIED = ("runs", "shards", "manifest")
 
@@ -32,27 +34,27 @@ def migrate_legacy(cfg: Config) -> str:
         old.close()
 
     cat = Catalog(cfg.data_root, cfg.dataset, _migrating=True, **catalog_options(cfg))
-    if cat.versions():
-        raise RuntimeError(
-            f"the DuckLake catalog of {cfg.dataset!r} already has versions {cat.versions()}; not migrating twice"
-        )
-
-    def copy(con: duckdb.DuckDBPyConnection) -> None:
-        for table, data in rows.items():
-            if data:
-                width = len(data[0])
-                con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * width)})", data)
-
-    cat._transaction(copy)
-
-    for version, run_id, note, stats_json in versions:
-        shards: dict[str, list[str]] = {}
-        for v, table, key in members:
-            if v == version:
-                shards.setdefault(table, []).append(key)
-        got, _ = cat.publish(shards, run_id, note or "", json.loads(stats_json or "{}"))
-        if got != version:
-            raise RuntimeError(f"migrating {version}: the lake numbered it {got}")
-    legacy.rename(legacy.with_name("catalog.duckdb.migrated"))
+    with write_lease(cfg, cat, cat.new_run_id(), "migrate"):  # a second migrate at once is refused, naming this one
+        if cat.versions():
+            raise RuntimeError(
+                f"the DuckLake catalog of {cfg.dataset!r} already has versions {cat.versions()}; not migrating twice"
+            )
+        cat._transaction(partial(_copy, rows))
+        for version, run_id, note, stats_json in versions:
+            shards: dict[str, list[str]] = {}
+            for v, table, key in members:
+                if v == version:
+                    shards.setdefault(table, []).append(key)
+            got, _ = cat.publish(shards, run_id, note or "", json.loads(stats_json or "{}"))
+            if got != version:
+                raise RuntimeError(f"migrating {version}: the lake numbered it {got}")
+        legacy.rename(legacy.with_name("catalog.duckdb.migrated"))
     counts = ", ".join(f"{len(v)} {t}" for t, v in rows.items())
     return f"migrated {cfg.dataset!r}: {counts}, {len(versions)} versions → DuckLake {cat.location.metadata}"
+
+
+def _copy(rows: dict[str, list[tuple]], con: duckdb.DuckDBPyConnection) -> None:
+    for table, data in rows.items():
+        if data:
+            width = len(data[0])
+            con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * width)})", data)

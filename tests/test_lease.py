@@ -15,12 +15,16 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pytest
 import soundfile as sf
 
-from earmark.storage import Catalog
-from earmark.storage.lease import DatasetBusyError, _now, held, released
+from earmark.core.config import load_config
+from earmark.schemas import to_table
+from earmark.schemas.records import Caption
+from earmark.storage import Catalog, ShardMeta
+from earmark.storage.lease import DatasetBusyError, _now, held, released, write_lease
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -160,6 +164,19 @@ def test_nested_steps_reenter_and_a_paused_review_lets_others_write(tmp_path):
     outer.release()
 
 
+def test_a_flow_inside_a_command_holding_the_lease_reenters_it_under_the_commands_run_id(tmp_path):
+    """The command takes the lease before Prefect starts; the flow's envelope (a fresh run id of its own) finds
+    this process holding it and writes under the command's run id instead of being refused by its own command."""
+    cfg = load_config(None, {"data_root": str(tmp_path), "dataset": "ds"})
+    cat = Catalog(tmp_path, "ds")
+    with write_lease(cfg, cat, "cli-run", "build"):
+        inner = write_lease(cfg, cat, "flow-run", "build").acquire()  # what run_envelope does
+        assert inner.run_id == "cli-run"
+        inner.release()  # the flow ends: the command's lease stays
+        assert cat.query("SELECT run_id FROM lease") == [("cli-run",)] and held("ds") is not None
+    assert cat.query("SELECT run_id FROM lease") == [(None,)] and held("ds") is None
+
+
 # ---------------------------------------------------------------------------------- real commands
 def _clips(folder: Path, n: int = 2) -> Path:
     folder.mkdir()
@@ -169,6 +186,82 @@ def _clips(folder: Path, n: int = 2) -> Path:
         x = 0.3 * np.sin(2 * np.pi * (220 + 110 * i) * t) + 0.01 * rng.standard_normal(t.size)
         sf.write(folder / f"clip{i}.wav", x.astype(np.float32), 16000)
     return folder
+
+
+def _published(data_root: Path, dataset: str) -> Catalog:
+    """A dataset with one published version (one caption), enough for rerun's and review import's checks."""
+    cat = Catalog(data_root, dataset)
+    row = Caption(
+        clip_id="c1",
+        domain="S00",
+        prompt_name="p",
+        prompt_sha="s",
+        model="m",
+        confidence=0.9,
+        item_id="c1:short:0",
+        kind="short",
+        ref_index=0,
+        text="a caption",
+    )
+    cat.write_shard(
+        "k1", {"captions": to_table(Caption, [row])}, ShardMeta(stage="t", stage_version="1", inputs=[]), None
+    )
+    assert cat.publish({"captions": ["k1"]}, None) == ("v0001", True)
+    return cat
+
+
+def _legacy(root: Path) -> None:
+    """An empty pre-DuckLake catalog file: what `earmark migrate` moves."""
+    con = duckdb.connect(str(root / "catalog.duckdb"))
+    con.execute(
+        "CREATE TABLE versions (version VARCHAR, created_at TIMESTAMP, run_id VARCHAR, parent VARCHAR, note VARCHAR,"
+        " stats_json VARCHAR); CREATE TABLE version_shards (version VARCHAR, key VARCHAR, table_name VARCHAR)"
+    )
+    con.close()
+
+
+WRITERS = {  # a writing command's arguments after `earmark`, given the inputs folder and a sheet
+    "build": lambda inputs, sheet: ["build", str(inputs), "--until", "analyze"],
+    "demo": lambda inputs, sheet: ["demo"],
+    "rerun": lambda inputs, sheet: ["rerun", "--stage", "filter"],
+    "review import": lambda inputs, sheet: ["review", "import", str(sheet)],
+    "migrate": lambda inputs, sheet: ["migrate"],
+}
+
+
+@pytest.mark.parametrize("command", list(WRITERS))
+def test_a_writing_command_on_a_busy_dataset_is_refused_with_one_line_before_prefect_starts(tmp_path, command):
+    """The lease is taken by the command before it starts Prefect: refused with one line naming the holder, no
+    traceback (a refusal inside the flow came after the server's start-up, behind Prefect's logged traceback),
+    no Prefect server started, nothing written (a demo's corpus included)."""
+    data = tmp_path / "data"
+    cat = _published(data, "held")
+    _set_holder(cat, "run-a", "node-7", 4242, beat_age_s=1.0)  # alive elsewhere: heartbeat 1 s old
+    if command == "migrate":
+        _legacy(data / "held")
+    sheet = tmp_path / "sheet.csv"
+    sheet.write_text("item_table,item_id,decision,new_text\n")
+    home = tmp_path / "prefect"  # this command's own local Prefect server home: started or not
+    args = [*WRITERS[command](_clips(tmp_path / "in"), sheet), "-d", "held", "--data-root", str(data)]
+    env = _env(EARMARK_PREFECT__HOME=str(home), PREFECT_LOGGING_LEVEL="INFO")
+    env.pop("PREFECT_API_URL", None)  # the local server, whose start would show under `home`
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "earmark.cli.main", *args], env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        from earmark.flows.local_server import stop
+
+        stop(home)  # a server the command should not have started
+    assert out.returncode == 4, out.stderr[-3000:]
+    assert out.stderr.splitlines() == [out.stderr.strip()], out.stderr[-3000:]  # one line, no traceback
+    assert out.stderr.startswith("earmark: error: dataset 'held' is being written by run run-a (`earmark build`, ")
+    assert "host node-7, pid 4242" in out.stderr and "wait for it to finish" in out.stderr
+    assert "Traceback" not in out.stdout + out.stderr
+    assert not (home / "server.json").exists() and not (home / "server.log").exists()
+    assert not (data / "held-input").exists()  # demo: no corpus generated under the busy dataset
+    assert cat.query("SELECT run_id FROM lease") == [("run-a",)] and cat.versions() == ["v0001"]
+    assert cat.query("SELECT count(*) FROM runs") == [(0,)]
 
 
 def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_duplicated(tmp_path):
@@ -194,8 +287,14 @@ def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_dupli
     assert first.returncode == 0, ("".join(lines) + rest)[-3000:]
     assert second.returncode == 4, second.stderr[-2000:]
     assert "dataset 'busy' is being written by run " in second.stderr and "`earmark build`" in second.stderr
+    assert "Traceback" not in second.stderr
     cat = Catalog(tmp_path / "data", "busy")
     assert cat.query("SELECT count(*) FROM runs") == [(1,)] and cat.versions() == ["v0001"]
+    # the lease the first build's command took is the one its flow wrote under (re-entered, not taken twice),
+    # its heartbeats kept it through the build, and it is free again
+    ((run_id,),) = cat.query("SELECT run_id FROM runs")
+    assert f"is being written by run {run_id} " in second.stderr
+    assert cat.query("SELECT status FROM runs") == [("ok",)] and cat.query("SELECT run_id FROM lease") == [(None,)]
     assert cat.query("SELECT count(*) FROM (SELECT key, table_name FROM shards GROUP BY ALL HAVING count(*) > 1)") == [
         (0,)
     ]
