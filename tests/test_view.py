@@ -6,19 +6,22 @@ stored in `reviews` as `review import` stores it; pressing publish makes a versi
 from __future__ import annotations
 
 import shutil
+import socket
 import threading
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from earmark.cli.view.server import ViewApp, make_server
+from earmark.core.config import load_config
 from earmark.flows.publish import publish_flow
 from earmark.queries.browse import VersionView
 from earmark.schemas import Caption, to_table
 from earmark.stages.publish.formats import kept_items
 from earmark.stages.publish.plots import version_plots
 from earmark.stages.review import stored_decisions
-from earmark.storage import ShardMeta
+from earmark.storage import Catalog, ShardMeta
 from test_review import built  # noqa: F401  (the hand-built catalog, published once as v0001)
 
 EVIL = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">'
@@ -356,3 +359,83 @@ def test_a_hostile_page_in_the_browser_cannot_write_or_read(served, browser):
     finally:
         evil.shutdown()
         evil.server_close()
+
+
+# --- connections: a silent one is closed, and only so many are served at once (one thread each)
+
+
+def _bare_server(tmp_path, **limits):
+    """A view server over an empty dataset (its page needs no version), with the test's limits."""
+    cfg = load_config(None, {"data_root": str(tmp_path), "dataset": "bare"})
+    server = make_server(ViewApp(cfg, Catalog(cfg.data_root, cfg.dataset)), port=0, **limits)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _page(server) -> int:
+    """The status of `GET /`, asked again while it is refused as busy: a closed connection frees its place a
+    moment after its client sees it closed."""
+    port = server.server_address[1]
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            status, _ = _raw(f"http://127.0.0.1:{port}/", f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
+        except ConnectionResetError:  # refused before the server read the request
+            status = 503
+        if status != 503 or time.monotonic() > deadline:
+            return status
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("half", ["headers", "body"])
+def test_a_client_that_sends_half_a_request_is_disconnected_after_the_idle_timeout(tmp_path, half):
+    server = _bare_server(tmp_path, idle_timeout_s=0.5)
+    port = server.server_address[1]
+    if half == "headers":  # the headers never end
+        request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: ".encode()
+    else:  # a write the guard lets through, whose body stops a third of the way
+        headers = {"Content_Type": "application/json", "X_Earmark_Token": server.guard.token}
+        request = _post("/api/decisions", f"127.0.0.1:{port}", b'{"reviewer": "r", ', Content_Length="60", **headers)
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(request)
+            # closed without an answer; with no timeout the server waited for the rest for ever (here the client
+            # gave up after its 30 s: TimeoutError)
+            assert sock.recv(65536) == b""
+        assert _page(server) == 200  # the server serves on
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_connections_beyond_the_bound_get_503_at_once_and_the_server_serves_again_after(tmp_path):
+    server = _bare_server(tmp_path, idle_timeout_s=300, max_connections=2)
+    where = server.server_address[:2]
+    # accepted in the order they connect, so both hold their place before the third is accepted
+    idle = [socket.create_connection(where, timeout=30) for _ in range(2)]
+    try:
+        with socket.create_connection(where, timeout=30) as third:
+            assert third.recv(65536).startswith(b"HTTP/1.0 503 ")  # not left waiting behind the silent two
+        for sock in idle:
+            sock.close()
+        assert _page(server) == 200
+    finally:
+        for sock in idle:
+            sock.close()
+        server.shutdown()
+        server.server_close()
+
+
+def test_idle_clients_beyond_the_bound_do_not_keep_a_request_out_for_ever(tmp_path):
+    server = _bare_server(tmp_path, idle_timeout_s=0.5, max_connections=2)
+    idle = [socket.create_connection(server.server_address[:2], timeout=30) for _ in range(3)]  # N + 1, silent
+    try:
+        for sock in idle:  # each is closed: the first two after the timeout, the third at once or after it
+            first = sock.recv(65536)
+            assert first == b"" or (first.startswith(b"HTTP/1.0 503 ") and sock.recv(65536) == b"")
+        assert _page(server) == 200
+    finally:
+        for sock in idle:
+            sock.close()
+        server.shutdown()
+        server.server_close()

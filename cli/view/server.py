@@ -25,6 +25,10 @@ Loopback is not a boundary a browser respects: any page the reviewer has open ca
   `application/json` (a cross-site form or `text/plain` fetch cannot send that without a preflight, which
   this server never grants). A forged write is refused with 403 before its body is read;
 - `Content-Length` is required on a write (411), a number ≥ 0 (400) and at most `MAX_BODY` (413).
+
+Each connection has a thread, so a connection that goes silent for `IDLE_TIMEOUT_S` (half a request, an
+idle keep-alive) is closed, and at most `MAX_CONNECTIONS` are served at once: another is answered 503 and
+closed, rather than a thread more per connection without end.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from __future__ import annotations
 import hmac
 import json
 import secrets
+import socket
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -48,6 +53,12 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 MAX_BODY = 2**20
 TOKEN_HEADER = "X-Earmark-Token"
 TOKEN_SLOT = b"__EARMARK_TOKEN__"  # page.html's placeholder for this start's token
+IDLE_TIMEOUT_S = 30.0  # a connection that sends nothing this long is closed (a browser opens a new one)
+MAX_CONNECTIONS = 64  # served at once (a page opens a few; its audio elements a few more)
+BUSY = (
+    b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 33\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections; try again\r\n"
+)
 
 
 class Refused(Exception):
@@ -150,12 +161,53 @@ class ViewApp:
         return {"version": out["version"], "created": out["created"]}
 
 
-def make_server(app: ViewApp, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+class BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_connections` at once: one more is answered 503 and closed by the
+    accepting thread, without a thread of its own (so silent clients cannot pile up threads)."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], max_connections: int):
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self._refuse_busy(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the connection's thread
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def _refuse_busy(self, request: socket.socket) -> None:
+        try:
+            request.settimeout(1.0)  # never hold up the accepting thread for a client that does not read
+            request.sendall(BUSY)
+        except OSError:
+            pass
+        self.shutdown_request(request)
+
+
+def make_server(
+    app: ViewApp,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    idle_timeout_s: float = IDLE_TIMEOUT_S,
+    max_connections: int = MAX_CONNECTIONS,
+) -> ThreadingHTTPServer:
     """A threading HTTP server for `app` (port 0: a free one); call `serve_forever()`. Its `guard` holds the
-    token the page sends with every write."""
+    token the page sends with every write. A connection silent for `idle_timeout_s` is closed; at most
+    `max_connections` are served at once."""
     if host not in LOOPBACK:
         raise ValueError(f"earmark view serves loopback only (127.0.0.1 or ::1), not {host!r}")
-    server = ThreadingHTTPServer((host, port), _handler(app))
+    server = BoundedServer((host, port), _handler(app, idle_timeout_s), max_connections)
     server.guard = Guard(server.server_address[1])  # type: ignore[attr-defined]
     return server
 
@@ -220,8 +272,8 @@ class _Handler(BaseHTTPRequestHandler):
         except Refused as exc:
             return self._refuse(exc)
         url = urlparse(self.path)
+        raw = self.rfile.read(length) if length else b"{}"  # a body that stops coming times out: closed
         try:
-            raw = self.rfile.read(length) if length else b"{}"
             try:
                 body = json.loads(raw or b"{}")
             except json.JSONDecodeError as exc:
@@ -261,7 +313,9 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-def _handler(app: ViewApp) -> type[BaseHTTPRequestHandler]:
+def _handler(app: ViewApp, idle_timeout_s: float = IDLE_TIMEOUT_S) -> type[BaseHTTPRequestHandler]:
     template = files("earmark.cli.view").joinpath("page.html").read_bytes()
     assert TOKEN_SLOT in template, "page.html lost its token slot"
-    return type("Handler", (_Handler,), {"app": app, "template": template})
+    # `timeout`: StreamRequestHandler sets it on the connection's socket; a read that waits longer raises
+    # TimeoutError, on which BaseHTTPRequestHandler closes the connection
+    return type("Handler", (_Handler,), {"app": app, "template": template, "timeout": idle_timeout_s})
