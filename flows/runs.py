@@ -154,6 +154,7 @@ def run_envelope(
     run_id = lease.run_id  # the lease row and the run row name the same run (a take-over closes the row)
     try:
         remove_stale_temp_files(cat.root)
+        cat.refresh_views()  # a version whose publisher died before its views: repaired by a writer, not by `sql`
         cat.start_run(command, params, run_id=run_id)
         runners = ExitStack()
         run = Run(cfg, cat, run_id)
