@@ -49,7 +49,7 @@ def synthesize_flow(
     existing = existing or {}
     load_api_key(cfg)
     session = llm_session(cfg)
-    ev_spec = evidence.spec(list(expert_refs), cfg.evidence)
+    ev_spec = evidence.spec(list(expert_refs), cfg.evidence, cfg.synthesize.prompt_dir)
     results = {"evidence": StageResult(), **{item: StageResult() for item in items}}
     clips = clip_counts(cfg, [r.key for r in clip_refs])
     gen: list[tuple[str, Any]] = []
@@ -60,7 +60,7 @@ def synthesize_flow(
             label = f"shard-{i:04d}"
             ev_job = ShardJob(
                 ev_spec,
-                partial(evidence.run, list(expert_refs), cfg.evidence),
+                partial(evidence.run, list(expert_refs), cfg.evidence, prompt_dir=cfg.synthesize.prompt_dir),
                 label=label,
                 inputs={"clips": [clip_ref.key], **{t: [refs[i].key] for t, refs in expert_refs.items()}},
             )

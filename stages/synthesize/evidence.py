@@ -17,6 +17,7 @@ import functools
 import hashlib
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -102,14 +103,30 @@ def calibrated_gender(labels: Sequence[LabelProb], pitch_hz: float | None) -> li
     return [LabelProb(label=lp.label, prob=UNSURE_GENDER) for lp in labels]
 
 
-def spec(expert_tables: Sequence[str], cfg: EvidenceSection) -> StageSpec:
+def spec(expert_tables: Sequence[str], cfg: EvidenceSection, prompt_dir: Path | None = None) -> StageSpec:
+    """The evidence stage reads one prompt file, `evidence.toml`, for its `[events]` class list (the classes an
+    AudioSet tagger's labels may state): it is declared, and only that list is hashed into the key, so editing
+    the file's phrases re-runs what renders them, not the evidence."""
     return StageSpec(
         "evidence",
         EVIDENCE_VERSION,
         reads=("clips", *sorted(expert_tables)),
         writes=("evidence",),
+        prompt_files=("evidence",),
+        prompt_sha=event_classes_sha(prompt_dir),
         config=cfg.model_dump(),
     )
+
+
+def event_classes(prompt_dir: Path | None = None) -> list[str]:
+    """The event classes `evidence.toml`'s `[events]` table names (what an AudioSet label may be stated as)."""
+    from earmark.prompts import load_phrases
+
+    return sorted(load_phrases("evidence", prompt_dir)["events"])
+
+
+def event_classes_sha(prompt_dir: Path | None = None) -> str:
+    return hashlib.sha256("\n".join(event_classes(prompt_dir)).encode()).hexdigest()[:16]
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -199,8 +216,11 @@ def presence_state(present: bool, p: float, silent: bool, bar: float) -> tuple[s
     return ("present" if present else "absent") if conf >= bar else "uncertain", conf
 
 
-def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection = EvidenceSection()) -> ClipEvidence:
-    """Fold the expert records of one clip (by table name; `domain` required) into its facts."""
+def build_evidence(
+    clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection = EvidenceSection(), prompt_dir: Path | None = None
+) -> ClipEvidence:
+    """Fold the expert records of one clip (by table name; `domain` required) into its facts (`prompt_dir`: where
+    `evidence.toml` is, for an AudioSet tagger's event classes; None = the built-in files)."""
     f = _Facts()
     dom = records["domain"]
     calibrated = {nv.name: nv.value for nv in dom.features if nv.name.startswith("calibrated_")}
@@ -241,8 +261,10 @@ def build_evidence(clip: Clip, records: Mapping[str, Any], cfg: EvidenceSection 
     # an event tagger's classes become `sound.event` facts; other labels (the heuristic's, an AudioSet tagger's
     # all) stay sound tags
     if (named := records.get("events")) is not None:
-        _events(f, named)
-    if (tags := records.get("tags")) is not None and (not _events(f, tags) or tags.label_set.startswith("audioset")):
+        _events(f, named, prompt_dir)
+    if (tags := records.get("tags")) is not None and (
+        not _events(f, tags, prompt_dir) or tags.label_set.startswith("audioset")
+    ):
         f.labels(tags, "sound_tags.clip", tags.clip_tags, 0.05)
         for w in tags.windows[:MAX_LIST]:
             f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
@@ -311,24 +333,29 @@ def _quotes(f: _Facts, asr: Any, check: Any) -> None:
 PAPER_EVENT_THRESHOLD = 0.5  # an AudioSet tagger's (uncalibrated) probability from which a mapped class is heard
 
 
-@functools.cache
-def event_policy(label_set: str) -> dict[str, tuple[float, float]] | None:
+def event_policy(label_set: str, prompt_dir: Path | None = None) -> dict[str, tuple[float, float]] | None:
     """The event classes that may state an event for a tagger's label set: {class: (threshold, precision at it)};
-    None for a label set that names no events (the coarse heuristic's)."""
+    None for a label set that names no events (the coarse heuristic's). An AudioSet label set's classes come from
+    `evidence.toml`, read on every call (inside the stage's prompt guard; a cache here once hid an undeclared read
+    from the guard)."""
     if label_set.startswith("earmark-events"):
-        from earmark.experts.probe.events import load_classes
-
-        meta = load_classes()
-        return {
-            c["name"]: (c["threshold"], c["oof"]["precision"] or 0.0)
-            for c in meta["classes"]
-            if c["in_evidence"] and not _shown_wrong(c["dev"], meta["precision_bar"])
-        }
+        return _probe_policy()
     if label_set.startswith("audioset"):
-        from earmark.prompts import load_phrases
-
-        return dict.fromkeys(load_phrases("evidence")["events"], (PAPER_EVENT_THRESHOLD, 0.0))
+        return dict.fromkeys(event_classes(prompt_dir), (PAPER_EVENT_THRESHOLD, 0.0))
     return None
+
+
+@functools.cache
+def _probe_policy() -> dict[str, tuple[float, float]]:
+    """The event tagger's classes that may state an event (its class file, package data: no prompt)."""
+    from earmark.experts.probe.events import load_classes
+
+    meta = load_classes()
+    return {
+        c["name"]: (c["threshold"], c["oof"]["precision"] or 0.0)
+        for c in meta["classes"]
+        if c["in_evidence"] and not _shown_wrong(c["dev"], meta["precision_bar"])
+    }
 
 
 def _shown_wrong(dev: dict, bar: float) -> bool:
@@ -338,12 +365,12 @@ def _shown_wrong(dev: dict, bar: float) -> bool:
     return dev.get("precision") is not None and dev["precision"] < bar
 
 
-def _events(f: _Facts, tags: Any) -> bool:
+def _events(f: _Facts, tags: Any, prompt_dir: Path | None = None) -> bool:
     """`sound.event` facts from an event tagger's windows: per class that may state an event, each run of
     windows at or above its threshold is one fact (its span, the run's highest probability; the confidence is
     that probability, or the class's precision at the threshold measured by package where that is higher).
     A paper tagger's AudioSet labels count for the class they map to. False: not an event tagger."""
-    policy = event_policy(tags.label_set)
+    policy = event_policy(tags.label_set, prompt_dir)
     if policy is None:
         return False
     from earmark.experts.paper.audioset import event_class
@@ -524,7 +551,9 @@ def _record(clip: Clip, domain: str, facts: list[Fact]) -> ClipEvidence:
     )
 
 
-def run(expert_tables: Sequence[str], cfg: EvidenceSection, inputs: Inputs) -> dict[str, list[ClipEvidence]]:
+def run(
+    expert_tables: Sequence[str], cfg: EvidenceSection, inputs: Inputs, prompt_dir: Path | None = None
+) -> dict[str, list[ClipEvidence]]:
     """The stage function: one ClipEvidence per clip that has a domain decision (the analyze tables say why
     another has none)."""
     by_table = {t: {r.clip_id: r for r in inputs(t)} for t in expert_tables}
@@ -532,7 +561,7 @@ def run(expert_tables: Sequence[str], cfg: EvidenceSection, inputs: Inputs) -> d
     for clip in inputs("clips"):
         records = {t: by_clip.get(clip.clip_id) for t, by_clip in by_table.items()}
         if records.get("domain") is not None:
-            out.append(build_evidence(clip, {t: r for t, r in records.items() if r is not None}, cfg))
+            out.append(build_evidence(clip, {t: r for t, r in records.items() if r is not None}, cfg, prompt_dir))
     return {"evidence": out}
 
 
