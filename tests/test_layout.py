@@ -67,6 +67,10 @@ def test_a_regular_install_holds_the_tree_at_the_same_paths(tmp_path):
     }
     assert installed == in_repo
     assert (site / "earmark" / "cli" / "view" / "page.html").is_file()
+    vendored = ("yamnet_classification_tflite_1.tflite", "yamnet_class_map.csv", "LICENSE", "PROVENANCE.md")
+    for name in vendored:  # package data, checked by sha256 when loaded
+        installed_file, tree_file = site / "earmark" / "experts" / "yamnet" / name, ROOT / "experts" / "yamnet" / name
+        assert installed_file.read_bytes() == tree_file.read_bytes(), name
     assert not any((site / "earmark" / name).exists() for name in NOT_SHIPPED)
 
 
