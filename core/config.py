@@ -56,6 +56,9 @@ class AnalyzeSection(Section):
     # embedded profile: the learned event tagger (AudioSet-named classes, table `events`, experts/events.py) beside
     # the coarse DSP sound labels of `tags` (experts/tags.py)
     events: bool = True
+    # embedded profile: YAMNet's scores of the 521 AudioSet classes per 0.48 s frame (table `yamnet`,
+    # experts/audioset_tags.py); not read by the evidence until they are calibrated
+    yamnet: bool = True
     # run only these experts (plus those they need), e.g. ["levels", "acoustics"]; None: the whole profile.
     # Synthesis needs the whole profile's evidence, so a subset is for `build --until analyze`.
     only: list[str] | None = None

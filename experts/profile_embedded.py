@@ -3,7 +3,8 @@
 The domain decision is the learned tagger (experts/domain_probe.py) unless `analyze.domain = "heuristic"`
 selects the older DSP heuristic (experts/domain.py), kept for comparison. Beside the coarse DSP sound labels
 (`tags`, experts/tags.py) the learned event tagger names AudioSet classes (`events`, experts/events.py) unless
-`analyze.events = false`.
+`analyze.events = false`; YAMNet scores the 521 AudioSet classes per frame (`yamnet`, experts/audioset_tags.py;
+not in the evidence yet) unless `analyze.yamnet = false`.
 Speech experts run on every clip and skip (with a reason) where VAD found no speech; the music experts
 skip clips whose domain decision has no music; acoustics runs on all clips.
 """
@@ -22,6 +23,7 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.acoustics import RoomAcousticsExpert
     from earmark.experts.asr import WhisperASRExpert
     from earmark.experts.asr_check import HallucinationCheckExpert
+    from earmark.experts.audioset_tags import YamnetExpert
     from earmark.experts.diarize import ResemblyzerDiarizationExpert
     from earmark.experts.domain import HeuristicDomainExpert
     from earmark.experts.domain_probe import LearnedDomainExpert
@@ -44,6 +46,7 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
         PitchSpeakerAttributesExpert(),
         CoarseTagsExpert(),
         *([LearnedEventsExpert()] if cfg.events else []),
+        *([YamnetExpert()] if cfg.yamnet else []),
         HPSSSeparationExpert(),
         LibrosaMusicExpert(),
         RoomAcousticsExpert(),

@@ -49,6 +49,7 @@ def synthesize_flow(
     existing = existing or {}
     load_api_key(cfg)
     session = llm_session(cfg)
+    expert_refs = evidence.evidence_tables(expert_refs)
     ev_spec = evidence.spec(list(expert_refs), cfg.evidence, cfg.synthesize.prompt_dir)
     results = {"evidence": StageResult(), **{item: StageResult() for item in items}}
     clips = clip_counts(cfg, [r.key for r in clip_refs])

@@ -10,6 +10,7 @@ from earmark.schemas.records import (
     QA_CATEGORIES,
     AcousticProfile,
     AudioDescription,
+    AudioSetScores,
     Caption,
     Clip,
     Diarization,
@@ -44,6 +45,7 @@ TABLES: dict[str, type[Record]] = {
     "domain": DomainDecision,
     "tags": SoundEvents,
     "events": SoundEvents,  # the learned event tagger's AudioSet-named classes (embedded profile)
+    "yamnet": AudioSetScores,  # YAMNet's 521 AudioSet classes per frame and clip (embedded profile; not in evidence)
     "diarization": Diarization,
     "speakers": SpeakerAttributes,
     "asr_check": TranscriptCheck,

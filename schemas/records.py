@@ -177,6 +177,22 @@ class SoundEvents(ExpertRecord):
     clip_tags: list[LabelProb]  # top labels over the clip (max over windows), descending prob
 
 
+class AudioSetScores(ExpertRecord):
+    """Table `yamnet`: an AudioSet tagger's scores of every class of its label set, per frame and pooled over the
+    clip. Scores are by class index: class i is row i of the label set's class map (for "audioset-yamnet-tflite-1",
+    experts/yamnet/yamnet_class_map.csv: index, AudioSet MID, name). Uncalibrated: no fact is made of them yet."""
+
+    label_set: str  # "audioset-yamnet-tflite-1"
+    frame_s: float  # each frame's length (0.975 s)
+    hop_s: float  # frame i starts at i * hop_s (0.48 s)
+    padded_s: float  # zeros appended to the clip to fill its last frame
+    frame_scores: list[list[float]]  # [frame][class], the model's scores (YAMNet's: steps of 1/256)
+    clip_max: list[float]  # [class]: max over the frames
+    clip_mean: list[float]  # [class]: mean over the frames
+    embedding: list[float]  # the model's embedding averaged over the frames (YAMNet: 1,024-d, dequantised int8)
+    top: list[LabelProb]  # the classes with the highest clip_max, descending (by name, for reading)
+
+
 class SpeakerTurn(Record):
     speaker: str
     start_s: float

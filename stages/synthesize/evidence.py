@@ -8,7 +8,7 @@ Speech, music and sound-event presence is stricter: the domain code's verdict on
 ("present" / "absent") only when its calibrated probability reaches `[evidence] presence_confidence`,
 otherwise the fact says "uncertain" and nothing may be written or claimed about that content.
 Every expert table contributes: the known ones fact by fact, any other (e.g. a paper-profile table) one
-fact per scalar field and per label.
+fact per scalar field and per label; except the tables of `NOT_IN_EVIDENCE`, which the stage does not read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -27,6 +27,8 @@ from earmark.schemas.evidence import ClipEvidence, Fact
 from earmark.schemas.records import Clip, LabelProb
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.facts import bands
+
+T = TypeVar("T")
 
 # 7: a low SNR only on speech alone; 8: blind SNR (unless clean) and RT60 only on speech alone; 9: quotable phrases
 # (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
@@ -43,6 +45,9 @@ EVIDENCE_VERSION = "18"
 # clips got an empty transcript. Speech is then "uncertain": no item states or denies it.
 UNBROKEN_VOICE, SUNG_CONFIDENCE = 0.95, 0.5
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
+# Expert tables the evidence does not read (nor key on): YAMNet's AudioSet scores, uncalibrated until measured on
+# labelled audio; a build with them makes the same evidence and items as one without.
+NOT_IN_EVIDENCE = frozenset({"yamnet"})
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
 # clip (DSP levels are exact; blind reverberation and SNR estimates are not; a heuristic clustering less so).
@@ -101,6 +106,11 @@ def calibrated_gender(labels: Sequence[LabelProb], pitch_hz: float | None) -> li
         rest = (1.0 - MALE_CONFIDENCE) / max(1, len(labels) - 1)
         return [LabelProb(label=lp.label, prob=MALE_CONFIDENCE if lp is top else rest) for lp in labels]
     return [LabelProb(label=lp.label, prob=UNSURE_GENDER) for lp in labels]
+
+
+def evidence_tables(expert_refs: Mapping[str, T]) -> dict[str, T]:
+    """The expert tables (by name, to their shards) the evidence reads: all but `NOT_IN_EVIDENCE`."""
+    return {t: refs for t, refs in expert_refs.items() if t not in NOT_IN_EVIDENCE}
 
 
 def spec(expert_tables: Sequence[str], cfg: EvidenceSection, prompt_dir: Path | None = None) -> StageSpec:

@@ -1,0 +1,79 @@
+"""AudioSet classes scored by YAMNet (label set "audioset-yamnet-tflite-1"): table `yamnet` of the embedded profile.
+
+Every clip, whatever its domain, is cut into 0.975 s frames every 0.48 s, the last one filled with zeros
+(`padded_s` says how much), and each frame gets the 521 classes' scores (experts/yamnet: Google's TF-Lite
+release, vendored and checked by sha256, run with ai-edge-litert on the process's thread budget). The row holds
+every frame's scores, their max and mean over the clip, the frames' mean 1,024-d embedding and, for reading,
+the top classes by name. The scores are not calibrated, so the evidence does not read this table yet
+(`earmark.stages.synthesize.evidence.NOT_IN_EVIDENCE`). `analyze.yamnet = false` leaves it out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib.metadata import version
+from typing import Any
+
+import numpy as np
+
+from earmark.core.threads import cpu_threads
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import ClipAudio, Context, Expert, load_once
+from earmark.schemas.records import AudioSetScores, LabelProb
+
+TOP_K = 10  # classes named in `top`
+EMBEDDING_DECIMALS = 4  # the dequantised int8 steps are 0.022: 4 decimals keep them apart, and take 2/3 the bytes
+
+
+def _model() -> Any:
+    from earmark.experts.yamnet import yamnet
+
+    return yamnet()
+
+
+class YamnetExpert(Expert):
+    name, version, record = "yamnet", "1", AudioSetScores
+
+    def __init__(self) -> None:
+        from earmark.experts.yamnet.model import MODEL_SHA256
+
+        self.backend = f"yamnet:tflite-1-{MODEL_SHA256[:12]}+ai-edge-litert:{version('ai-edge-litert')}"
+
+    def key_config(self) -> dict[str, Any]:
+        from earmark.experts.yamnet.model import CLASS_MAP_SHA256, FRAME, HOP, LABEL_SET, MODEL_SHA256
+
+        return {
+            "weights": MODEL_SHA256,
+            "class_map": CLASS_MAP_SHA256,
+            "label_set": LABEL_SET,
+            "frame": FRAME,
+            "hop": HOP,
+            "pad": "zeros",
+            "top_k": TOP_K,
+            "embedding_decimals": EMBEDDING_DECIMALS,
+        }
+
+    def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[AudioSetScores]:
+        model = load_once("yamnet-tflite-1", _model)
+        return [self._score(model, c) for c in clips]
+
+    def _score(self, model: Any, clip: ClipAudio) -> AudioSetScores:
+        from earmark.experts.yamnet.model import FRAME, HOP, LABEL_SET, SR
+
+        x = samples_16k(clip)
+        got = model.score(x, threads=cpu_threads(), embedding=True)
+        n = len(got.scores)
+        clip_max = got.scores.max(axis=0)
+        top = np.argsort(-clip_max, kind="stable")[:TOP_K]
+        return AudioSetScores(
+            **self.lineage(clip.clip_id),
+            label_set=LABEL_SET,
+            frame_s=FRAME / SR,
+            hop_s=HOP / SR,
+            padded_s=((n - 1) * HOP + FRAME - x.size) / SR,
+            frame_scores=got.scores.tolist(),
+            clip_max=clip_max.tolist(),
+            clip_mean=(got.scores.sum(axis=0, dtype=np.float64) / n).tolist(),
+            embedding=np.round(got.embeddings.mean(axis=0, dtype=np.float64), EMBEDDING_DECIMALS).tolist(),
+            top=[LabelProb(label=model.classes[i].name, prob=float(clip_max[i])) for i in top],
+        )
