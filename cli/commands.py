@@ -551,12 +551,10 @@ def _stop_group(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
             continue
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def cmd_server(args: argparse.Namespace) -> int:
-    """A Prefect server + UI on loopback (SQLite under PREFECT_HOME), set up for earmark, in the foreground."""
+    """A Prefect server + UI on loopback (SQLite under PREFECT_HOME), set up for earmark, in the foreground until
+    Ctrl-C (exit 0) or SIGTERM (the same clean stop, exit 143)."""
+    from earmark.core.interrupts import sigterm_as_ctrl_c
     from earmark.flows.deploy import setup_server
 
     cfg = _config(args, "default")
@@ -565,30 +563,30 @@ def cmd_server(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}/api"
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", args.host, "--port", str(args.port)]
     log = (home / "server.log").open("ab")
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops it as cleanly as Ctrl-C
     # The UI asks the server for the API's address (/ui-settings), which Prefect derives from its API host and port
     # settings, not from `--port`: without these a UI on --port 4299 called 4200.
     env = {**_prefect_env(home), "PREFECT_SERVER_API_HOST": args.host, "PREFECT_SERVER_API_PORT": str(args.port)}
     env.setdefault("PREFECT_UI_API_URL", url)
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_healthy(url, proc, timeout_s=None)
-        setup = setup_server(cfg, url)
-        print(f"Prefect server and UI at http://{args.host}:{args.port} (database and log under {home})")
-        print(
-            f"work pools: {', '.join(setup['pools_created']) or 'already there'}; gpu limit: {setup['gpu_slots']} slot(s)"
-        )
-        print(f"\n    export PREFECT_API_URL={url}\n")
-        print(
-            "then: earmark deploy INPUT... -d NAME, and earmark worker --pool cpu (Ctrl-C stops the server)", flush=True
-        )
-        proc.wait()
-    except KeyboardInterrupt:
-        print("stopping the Prefect server…", flush=True)
-    finally:
-        _stop_group(proc)
-        log.close()
-    return 0
+    with sigterm_as_ctrl_c() as stop:  # `kill` stops it as cleanly as Ctrl-C
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_healthy(url, proc, timeout_s=None)
+            setup = setup_server(cfg, url)
+            print(f"Prefect server and UI at http://{args.host}:{args.port} (database and log under {home})")
+            pools = ", ".join(setup["pools_created"]) or "already there"
+            print(f"work pools: {pools}; gpu limit: {setup['gpu_slots']} slot(s)")
+            print(f"\n    export PREFECT_API_URL={url}\n")
+            print(
+                "then: earmark deploy INPUT... -d NAME, and earmark worker --pool cpu (Ctrl-C stops the server)",
+                flush=True,
+            )
+            proc.wait()
+        except KeyboardInterrupt:
+            print("stopping the Prefect server…", flush=True)
+        finally:
+            _stop_group(proc)
+            log.close()
+    return stop.exit_code
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
@@ -741,6 +739,7 @@ def _versions_diff(dataset: str, diff: Any) -> str:
 def cmd_view(args: argparse.Namespace) -> int:
     """`earmark view`: serve a version's browser view on loopback until Ctrl-C (earmark.cli.view.server)."""
     from earmark.cli.view.server import ViewApp, make_server
+    from earmark.core.interrupts import sigterm_as_ctrl_c
     from earmark.queries.versions import resolve_version
     from earmark.storage import open_catalog
 
@@ -752,16 +751,17 @@ def cmd_view(args: argparse.Namespace) -> int:
     server = make_server(ViewApp(cfg, cat, version), args.host, args.port)
     host, port = server.server_address[:2]
     shown = f"[{host}]" if ":" in str(host) else host
-    try:
-        with _prefect(cfg, "earmark.flows.review"):  # a review's writes run flows
-            print(
-                f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  "
-                "(Ctrl-C stops it)",
-                flush=True,
-            )
-            server.serve_forever()
-    except KeyboardInterrupt:
-        print("earmark view: stopped")
-    finally:
-        server.server_close()
-    return 0
+    with sigterm_as_ctrl_c() as stop:  # a scheduler's stop (SIGTERM) is a Ctrl-C, then exit 143
+        try:
+            with _prefect(cfg, "earmark.flows.review"):  # a review's writes run flows
+                print(
+                    f"earmark view of {cfg.dataset} ({version or 'latest version'}): http://{shown}:{port}/  "
+                    "(Ctrl-C stops it)",
+                    flush=True,
+                )
+                server.serve_forever()
+        except KeyboardInterrupt:
+            print("earmark view: stopped")
+        finally:
+            server.server_close()
+    return stop.exit_code

@@ -217,9 +217,14 @@ def stop(home: Path) -> bool:
 def prefect_api(cfg: Config, preload: tuple[str, ...] = (), on_start: Any = None) -> Iterator[str]:
     """Within the block, Prefect talks to the configured API (`PREFECT_API_URL`, environment or profile) or, with
     none, to the local server, attached now. The modules in `preload` (the command's flows) are imported while a
-    server that is being started gets ready. Child processes (Dask workers) inherit the URL."""
+    server that is being started gets ready. Child processes (Dask workers) inherit the URL. A SIGTERM during the
+    command's flows stops it as Ctrl-C does (earmark.flows.signals)."""
     from prefect.context import refresh_global_settings_context
     from prefect.settings import PREFECT_API_URL
+
+    from earmark.flows import signals
+
+    signals.install()
 
     configured = PREFECT_API_URL.value()
     if configured:
