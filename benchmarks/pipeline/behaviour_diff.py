@@ -2,6 +2,9 @@
 
     .venv/bin/python benchmarks/pipeline/behaviour_diff.py OLD_DATASET_DIR NEW_DATASET_DIR [--show 20]
 
+`--every-column` (two builds of the same code and input: a reproducibility check) compares every column, the
+lineage columns, `evidence_json`, `facts` and `audio_flac` included, and floats exactly.
+
 Each directory is a dataset directory (`data/<dataset>`): its DuckLake catalog (or, for a dataset built
 before DuckLake, its `catalog.duckdb`); the main views (the latest version) are read with DuckDB. Lineage columns (prompt sha, model/backend version strings, shard
 keys, evidence sha) are left out: the question is whether the texts, labels, scores and keep/reason
@@ -82,9 +85,12 @@ def _hashable(row: tuple) -> str:
     return json.dumps([fix(x) for x in row], default=str, sort_keys=True)
 
 
+TOLERANCE = 1e-6  # floats; 0 with --every-column (two builds of one code: identical, not close)
+
+
 def _same(a, b) -> bool:
     if isinstance(a, float) and isinstance(b, float):
-        return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= 1e-6
+        return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= TOLERANCE
     if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
         return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict) and isinstance(b, dict):
@@ -92,7 +98,7 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def compare(old: Path, new: Path, show: int) -> int:
+def compare(old: Path, new: Path, show: int, lineage: frozenset[str] = frozenset(LINEAGE)) -> int:
     a, b = _Source(old), _Source(new)
     tables = sorted(a.views() & b.views())
     print("| table | old rows | new rows | identical | changed | only old | only new |\n|---|---|---|---|---|---|---|")
@@ -101,7 +107,7 @@ def compare(old: Path, new: Path, show: int) -> int:
     for table in tables:
         cols_a, rows_a = _rows(a, table)
         cols_b, rows_b = _rows(b, table)
-        cols = [c for c in cols_a if c in cols_b and c not in LINEAGE]
+        cols = [c for c in cols_a if c in cols_b and c not in lineage]
         key = [c for c in KEYS.get(table, ("clip_id",)) if c in cols]
         idx_a, idx_b = [cols_a.index(c) for c in cols], [cols_b.index(c) for c in cols]
         by_a = {tuple(r[cols_a.index(k)] for k in key): tuple(r[i] for i in idx_a) for r in rows_a}
@@ -149,8 +155,17 @@ def main() -> None:
     ap.add_argument("old", type=Path)
     ap.add_argument("new", type=Path)
     ap.add_argument("--show", type=int, default=30, help="how many differing rows to print")
+    ap.add_argument(
+        "--every-column",
+        action="store_true",
+        help="two builds of the same code (reproducibility): compare every column, lineage, evidence_json, facts "
+        "and audio_flac included, and floats exactly",
+    )
     args = ap.parse_args()
-    n = compare(args.old, args.new, args.show)
+    global TOLERANCE
+    if args.every_column:
+        TOLERANCE = 0.0
+    n = compare(args.old, args.new, args.show, frozenset() if args.every_column else frozenset(LINEAGE))
     print(f"\n{n} rows differ in content")
 
 

@@ -269,5 +269,40 @@ def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
         "| model | prompt | sha |",
         "|---|---|---|",
         *[f"| {m} | {p} | {s} |" for m, p, s in models],
+        "",
+        "## Reproducibility",
+        "",
+        _reproducibility(cat, version),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _reproducibility(cat: Catalog, version: str) -> str:
+    """Whether building the same inputs with the same config again gives this version's rows: yes for rules, the
+    experts and the embedded llama.cpp model (fixed seeds; measured in docs/benchmarks.md); not promised for items
+    a model behind an external endpoint wrote (its replies may change with batching, sampling or the model)."""
+    endpoints = sorted(
+        e
+        for (e,) in cat.query(
+            "SELECT DISTINCT json_extract_string(r.config_json, '$.llm.endpoint') FROM version_shards v "
+            "JOIN shards s ON s.key = v.key AND s.table_name = v.table_name JOIN runs r ON r.run_id = s.run_id "
+            "WHERE v.version = ? AND list_contains(?, v.table_name)",
+            [version, list(ITEM_TABLES)],
+        )
+        if e
+    )
+    llm_items = sum(
+        cat.query(f"SELECT count(*) FROM {version}.{table} WHERE writer = 'llm'")[0][0] for table in ITEM_TABLES
+    )
+    if endpoints and llm_items:
+        return (
+            f"Not promised: {llm_items} items were written by a model behind {', '.join(endpoints)}, an external "
+            "endpoint whose replies may differ for the same request (batching, sampling, model updates). The "
+            "request cache (`<data_root>/.llm_cache`) keeps this build's replies: a rebuild that has it gives the "
+            "same rows."
+        )
+    return (
+        "The same inputs and config built into a fresh data root give identical rows in every table: the rules, "
+        "the experts and the embedded llama.cpp model (fixed seeds) are deterministic on one machine "
+        '(docs/benchmarks.md, "Reproducible builds").'
+    )
