@@ -50,11 +50,13 @@ def analyze_flow(
         gpu=[experts[n].uses_gpu for _, n, _ in submitted],
         items=[clips[i] / len(experts) for i, _, _ in submitted],  # a clip is done once every expert has run on it
     )
-    if stream is not None and stream.error is not None:  # what did arrive is analysed and registered
-        raise RuntimeError(f"ingest stopped ({stream.error}); analyzed the {len(shards)} clip shard(s) it wrote")
     results: dict[str, StageResult] = {name: StageResult() for name in experts}
     for (_, name, _), ref in zip(submitted, refs):
         results[name].refs.append(ref)
+    # what did arrive is analysed and registered; an interrupt (Ctrl-C, SIGTERM) of ingest is the build's to
+    # report, and this flow, beside it, ends quietly (an error here put a traceback after a clean stop)
+    if stream is not None and isinstance(stream.error, Exception):
+        raise RuntimeError(f"ingest stopped ({stream.error}); analyzed the {len(shards)} clip shard(s) it wrote")
     return results
 
 
