@@ -454,6 +454,7 @@ def cmd_maintain(args: argparse.Namespace) -> int:
     cat = open_catalog(cfg, create=False)
     if args.older_than < 0:
         raise ValueError(f"--older-than {args.older_than}: give a number of days ≥ 0")
+
     def plan() -> maintain.MaintenancePlan:
         if args.operation == "expire":
             return maintain.plan_expire(cat, timedelta(days=args.older_than))
