@@ -24,6 +24,7 @@ from earmark.schemas import to_table
 from earmark.schemas.records import Caption
 from earmark.storage import Catalog, ShardMeta
 from earmark.storage.lake import LakeSetupError, S3Access, extension_path
+from support.records import caption as _caption
 
 BUCKET = "earmark-lake"
 KEYS = {"AWS_ACCESS_KEY_ID": "testing-key", "AWS_SECRET_ACCESS_KEY": "testing-secret"}
@@ -75,21 +76,6 @@ def s3_endpoint():
 def _objects(client, prefix: str) -> list[str]:
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
-
-
-def _caption(i: int) -> Caption:
-    return Caption(
-        clip_id=f"c{i}",
-        domain="S00",
-        prompt_name="p",
-        prompt_sha="s",
-        model="m",
-        confidence=0.9,
-        item_id=f"c{i}:short:0",
-        kind="short",
-        ref_index=0,
-        text=f"caption number {i}",
-    )
 
 
 def _s3(endpoint: str) -> S3Access:

@@ -11,21 +11,7 @@ import pytest
 from earmark.schemas import to_table
 from earmark.schemas.records import Caption
 from earmark.storage import Catalog, ShardMeta
-
-
-def _caption(i: int) -> Caption:
-    return Caption(
-        clip_id=f"c{i}",
-        domain="S00",
-        prompt_name="p",
-        prompt_sha="s",
-        model="m",
-        confidence=0.9,
-        item_id=f"c{i}:short:0",
-        kind="short",
-        ref_index=0,
-        text=f"caption number {i}",
-    )
+from support.records import caption as _caption
 
 
 @pytest.mark.parametrize(

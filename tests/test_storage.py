@@ -12,21 +12,7 @@ from earmark.schemas import TABLES, arrow_schema, from_table, to_table
 from earmark.schemas.records import Caption, QuarantineRow
 from earmark.storage import Catalog, ShardMeta, shard_key, write_shard
 from earmark.storage.shards import remove_stale_temp_files
-
-
-def _caption(i: int, domain: str = "S00") -> Caption:
-    return Caption(
-        clip_id=f"c{i}",
-        domain=domain,
-        prompt_name="p",
-        prompt_sha="s",
-        model="m",
-        confidence=0.9,
-        item_id=f"c{i}:short:0",
-        kind="short",
-        ref_index=0,
-        text=f"caption number {i}",
-    )
+from support.records import caption as _caption
 
 
 def test_every_table_has_an_arrow_schema_that_roundtrips():
