@@ -360,7 +360,8 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """A published version's kept items as files for other tools (earmark.queries.export); `--push` uploads them."""
-    from earmark.queries.export import HUB_FORMATS, check_out_dir, export, hub_token, push, resolve_version
+    from earmark.queries.export import HUB_FORMATS, check_out_dir, export, hub_token, push
+    from earmark.queries.versions import resolve_version
     from earmark.storage import open_catalog
 
     cfg = _config(args, "default")

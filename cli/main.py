@@ -328,7 +328,7 @@ def _review(rv: argparse.ArgumentParser) -> None:
 )
 def _export(x: argparse.ArgumentParser) -> None:
     _common(x)
-    x.add_argument("--version", help="dataset version (default: the latest published)")
+    x.add_argument("--version", help="v0003 (or 3, or latest; default: the latest published)")
     x.add_argument(
         "--format",
         required=True,

@@ -35,18 +35,6 @@ _LABELS = ["entailment", "neutral", "contradiction"]
 _AUDIO_ARROW = pa.struct([("bytes", pa.binary()), ("path", pa.string())])  # datasets' Audio storage
 
 
-def resolve_version(cat: Catalog, version: str | None) -> str:
-    """`version` (default: the latest) when the dataset has it; else a ValueError listing what exists."""
-    versions = cat.versions()
-    if not versions:
-        raise ValueError(f"dataset {cat.dataset!r} has no published version; build it first (earmark build … -d …)")
-    if version is None:
-        return versions[-1]
-    if version not in versions:
-        raise ValueError(f"dataset {cat.dataset!r} has no version {version!r}; versions: {', '.join(versions)}")
-    return version_name(version)
-
-
 def check_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ValueError(f"{out_dir} exists and is not an empty folder; export into a new or empty one")

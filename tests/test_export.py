@@ -298,11 +298,20 @@ def test_unknown_dataset_or_version_is_a_clear_error_and_creates_nothing(lake, t
     assert main(["export", "--data-root", str(root), "-d", "nope", "--format", "hf", "-o", str(out)]) == 2
     err = capsys.readouterr().err
     assert "dataset 'nope' not found" in err and "existing datasets: ex" in err and err.count("\n") == 1
-    for version in ("v0042", "latest"):
+    for version in ("v0042", "42"):
         assert _export(root, "hf", out, "--version", version) == 2
         err = capsys.readouterr().err
         assert f"no version '{version}'" in err and "versions: v0001" in err and err.count("\n") == 1
     assert not out.exists() and not (root / "nope").exists()
+
+
+def test_export_names_a_version_as_every_command_does(lake, tmp_path, capsys):
+    """`--version` takes `v0001`, `1` and `latest` in `export` as in `versions`, `view`, `rerun` and `evaluate`
+    (one resolver; export's own refused `1` and `latest`)."""
+    root, version, _, _ = lake
+    for i, name in enumerate((version, "1", "latest")):
+        assert _export(root, "mecat", tmp_path / f"out{i}", "--version", name) == 0, capsys.readouterr().err
+    assert (tmp_path / "out0").exists() and (tmp_path / "out1").exists() and (tmp_path / "out2").exists()
     (full := tmp_path / "full").mkdir()
     (full / "keep.txt").write_text("mine")
     assert _export(root, "entailment", full) == 2 and "not an empty folder" in capsys.readouterr().err
