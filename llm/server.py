@@ -35,6 +35,8 @@ if os.environ.get("EARMARK_LLM_CPUS"):  # one core per single-slot server: no tw
     os.sched_setaffinity(0, {int(c) for c in os.environ["EARMARK_LLM_CPUS"].split(",")})
 from earmark.llm.sampling import install  # JSON grammar checked token by token, as llama.cpp's server does
 install()
+from earmark.llm.prefix import install as aligned_prefix  # a reply independent of the requests before it
+aligned_prefix()
 runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 """
 
