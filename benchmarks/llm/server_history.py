@@ -5,10 +5,11 @@
 One request R (a long caption from music facts, seed 5) is sent to a fresh single-thread embedded server after
 four histories: nothing; R with seed 4 (what the three references of one caption kind do: same prompt, other
 seed); another prompt Q sharing the system prompt; Q, R (seed 4), Q. Prints each reply and whether they are equal.
-On 2026-11-27 (VM, llama-cpp-python 0.3.36, the grammar-last sampler) R after R differed from R fresh, and the
-other histories did not; with `EARMARK_LLM_FULL_GRAMMAR=1` (llama-cpp-python's grammar-first chain) all four
-replies were equal. That is why a build killed in synthesis and resumed can differ from an uninterrupted one:
-a reference whose predecessor came from the request cache is answered from another server state.
+On 2026-11-27 (VM, llama-cpp-python 0.3.36) R after R differed from R fresh, the other histories did not: the
+server re-evaluated a just-answered prompt from its last token alone, which the CPU kernels compute differently
+from a fresh evaluation. That is why a build killed in synthesis and resumed differed from an uninterrupted one
+(a reference whose predecessor came from the request cache met another server state). Since earmark.llm.prefix
+(aligned prefix reuse) the four replies are equal.
 """
 
 from __future__ import annotations
