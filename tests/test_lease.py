@@ -16,15 +16,14 @@ from datetime import timedelta
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pytest
-import soundfile as sf
 
 from earmark.core.config import load_config
 from earmark.schemas import to_table
 from earmark.schemas.records import Caption
 from earmark.storage import Catalog, ShardMeta
 from earmark.storage.lease import DatasetBusyError, _now, held, released, write_lease
+from support.records import tone_clips
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -178,14 +177,6 @@ def test_a_flow_inside_a_command_holding_the_lease_reenters_it_under_the_command
 
 
 # ---------------------------------------------------------------------------------- real commands
-def _clips(folder: Path, n: int = 2) -> Path:
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    t = np.arange(32000) / 16000
-    for i in range(n):
-        x = 0.3 * np.sin(2 * np.pi * (220 + 110 * i) * t) + 0.01 * rng.standard_normal(t.size)
-        sf.write(folder / f"clip{i}.wav", x.astype(np.float32), 16000)
-    return folder
 
 
 def _published(data_root: Path, dataset: str) -> Catalog:
@@ -242,7 +233,7 @@ def test_a_writing_command_on_a_busy_dataset_is_refused_with_one_line_before_pre
     sheet = tmp_path / "sheet.csv"
     sheet.write_text("item_table,item_id,decision,new_text\n")
     home = tmp_path / "prefect"  # this command's own local Prefect server home: started or not
-    args = [*WRITERS[command](_clips(tmp_path / "in"), sheet), "-d", "held", "--data-root", str(data)]
+    args = [*WRITERS[command](tone_clips(tmp_path / "in"), sheet), "-d", "held", "--data-root", str(data)]
     env = _env(EARMARK_PREFECT__HOME=str(home), PREFECT_LOGGING_LEVEL="INFO")
     env.pop("PREFECT_API_URL", None)  # the local server, whose start would show under `home`
     try:
@@ -265,7 +256,7 @@ def test_a_writing_command_on_a_busy_dataset_is_refused_with_one_line_before_pre
 
 
 def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_duplicated(tmp_path):
-    inputs = _clips(tmp_path / "in")
+    inputs = tone_clips(tmp_path / "in")
     cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", "busy"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze"]
     first = subprocess.Popen(
@@ -302,7 +293,7 @@ def test_a_second_build_of_a_dataset_being_built_is_refused_and_nothing_is_dupli
 
 @pytest.mark.parametrize("sig", [signal.SIGINT])
 def test_ctrl_c_stops_a_build_leaving_a_state_the_same_command_resumes(tmp_path, sig):
-    inputs = _clips(tmp_path / "in", n=3)
+    inputs = tone_clips(tmp_path / "in", n=3)
     cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", "stop"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze", "--files-per-shard", "1"]
     proc = subprocess.Popen(

@@ -14,17 +14,15 @@ import signal
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
-import numpy as np
 import psutil
 import pytest
-import soundfile as sf
 from prefect.exceptions import TerminationSignal
 
 from earmark.flows import signals
 from earmark.schemas import Caption, to_table
 from earmark.storage import Catalog, ShardMeta
+from support.records import tone_clips
 
 STOP_S = 60  # generous: the watchdog stops a build 4 s after the signal; the servers stop in a few seconds
 
@@ -33,16 +31,6 @@ def _env(**extra: str) -> dict[str, str]:
     env = {**os.environ, "EARMARK_LLM__N_THREADS": "1", **extra}
     env.pop("PREFECT_API_URL", None)  # the local server of the test session (conftest), or `earmark server`'s own
     return env
-
-
-def _clips(folder: Path, n: int) -> Path:
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-    t = np.arange(32000) / 16000
-    for i in range(n):
-        x = 0.3 * np.sin(2 * np.pi * (220 + 110 * i) * t) + 0.01 * rng.standard_normal(t.size)
-        sf.write(folder / f"clip{i}.wav", x.astype(np.float32), 16000)
-    return folder
 
 
 def _start(cmd: list[str], env: dict[str, str], until: str) -> tuple[subprocess.Popen, list[str]]:
@@ -84,7 +72,7 @@ def _terminate(proc: subprocess.Popen, lines: list[str]) -> str:
 
 
 def test_sigterm_stops_a_build_as_ctrl_c_does_and_the_same_command_resumes(tmp_path):
-    inputs = _clips(tmp_path / "in", n=3)
+    inputs = tone_clips(tmp_path / "in", n=3)
     cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", "term"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze", "--files-per-shard", "1"]
     # once the analyze stage is under way: shard tasks are running in the flows' thread pools
