@@ -4,8 +4,9 @@ Every clip, whatever its domain, is cut into 0.975 s frames every 0.48 s, the la
 (`padded_s` says how much), and each frame gets the 521 classes' scores (experts/yamnet: Google's TF-Lite
 release, vendored and checked by sha256, run with ai-edge-litert on the process's thread budget). The row holds
 every frame's scores, their max and mean over the clip, the frames' mean 1,024-d embedding and, for reading,
-the top classes by name. The scores are not calibrated, so the evidence does not read this table yet
-(`earmark.stages.synthesize.evidence.NOT_IN_EVIDENCE`). `analyze.yamnet = false` leaves it out.
+the top classes by name. The scores are not probabilities: the evidence states an event from them only for the
+classes and ontology groups whose precision was measured (`earmark.experts.yamnet.events`, its policy file).
+`analyze.yamnet = false` leaves it out.
 """
 
 from __future__ import annotations

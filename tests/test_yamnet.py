@@ -1,7 +1,7 @@
 """YAMNet in the embedded profile (experts/yamnet, experts/audioset_tags.py, table `yamnet`): the expert's scores are
 a plain ai-edge-litert run of the vendored file, exactly; it hears espeak speech as Speech and a sine as no speech;
-a corrupt or swapped file is refused by sha256; `build --until analyze` writes the table; and the evidence does
-not read it (uncalibrated scores: the items stay as they were)."""
+a corrupt or swapped file is refused by sha256; `build --until analyze` writes the table; and the evidence reads it
+(its named events: tests/test_yamnet_events.py)."""
 
 from __future__ import annotations
 
@@ -147,17 +147,16 @@ def test_the_embedded_profile_runs_it_unless_switched_off() -> None:
     assert list(build_experts(AnalyzeSection(only=["yamnet"]))) == ["yamnet"]  # it needs no other table
 
 
-def test_the_evidence_does_not_read_the_yamnet_table() -> None:
-    """Its scores are not calibrated: the evidence stage neither reads nor keys on it, so a build with it makes
-    the evidence and items of a build without it."""
+def test_the_evidence_reads_the_yamnet_table_and_keys_on_its_policy() -> None:
+    """Its scores state events under the measured policy: the evidence stage reads the table, and a new policy
+    file re-runs it."""
     from earmark.core.config import EvidenceSection
     from earmark.stages.synthesize import evidence
 
     tables = {"domain": ["d"], "levels": ["l"], "yamnet": ["y"]}
-    assert evidence.evidence_tables(tables) == {"domain": ["d"], "levels": ["l"]}
-    with_it = evidence.spec(list(evidence.evidence_tables(tables)), EvidenceSection())
-    without = evidence.spec(["domain", "levels"], EvidenceSection())
-    assert with_it == without
+    assert evidence.evidence_tables(tables) == tables
+    spec = evidence.spec(list(tables), EvidenceSection())
+    assert "yamnet" in spec.reads and spec.config["yamnet_policy"] == evidence.yamnet_policy_sha()
 
 
 @pytest.mark.slow

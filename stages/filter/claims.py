@@ -433,11 +433,19 @@ def event_spans(ev: ClipEvidence, thr: float, cls: str | None = None) -> list[tu
     return out
 
 
+def _under(cls: str) -> set[str]:
+    """The class and every class under it in the AudioSet ontology: "an animal" holds where a dog is heard, "a dog"
+    does not where only an animal is."""
+    from earmark.experts.yamnet.events import ontology
+
+    return ontology().subtree(cls) | {cls}
+
+
 def _event(e: _Evidence, v: str) -> Judgement:
     if (j := _needs(e, "sound")) is not None and not (v.startswith(VOCAL) and e.content("speech") == "present"):
         return j
-    if spans := event_spans(e.ev, e.thr, v):
-        return _j(SUPPORTED, f"sound.event={v}@{spans[0][1]:g}-{spans[0][2]:g}")
+    if spans := [s for cls in sorted(_under(v)) for s in event_spans(e.ev, e.thr, cls)]:
+        return _j(SUPPORTED, f"sound.event={spans[0][0]}@{spans[0][1]:g}-{spans[0][2]:g}")
     if _tag_support(e, "sound_tags.clip", v.split(",")[0].lower()):  # a paper tagger's own label for it
         return _j(SUPPORTED, f"sound_tags~{v}")
     return _j(UNSUPPORTED, None, f"no expert heard the sound source '{v}'")

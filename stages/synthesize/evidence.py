@@ -45,9 +45,9 @@ EVIDENCE_VERSION = "18"
 # clips got an empty transcript. Speech is then "uncertain": no item states or denies it.
 UNBROKEN_VOICE, SUNG_CONFIDENCE = 0.95, 0.5
 MAX_LIST = 12  # list fields of generically included tables are cut to this many items
-# Expert tables the evidence does not read (nor key on): YAMNet's AudioSet scores, uncalibrated until measured on
-# labelled audio; a build with them makes the same evidence and items as one without.
-NOT_IN_EVIDENCE = frozenset({"yamnet"})
+# Expert tables the evidence does not read (nor key on). YAMNet's AudioSet scores are read: only its classes and
+# groups whose precision was measured on labelled DEV packages state events (earmark.experts.yamnet.events).
+NOT_IN_EVIDENCE: frozenset[str] = frozenset()
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
 # Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
 # clip (DSP levels are exact; blind reverberation and SNR estimates are not; a heuristic clustering less so).
@@ -124,7 +124,7 @@ def spec(expert_tables: Sequence[str], cfg: EvidenceSection, prompt_dir: Path | 
         writes=("evidence",),
         prompt_files=("evidence",),
         prompt_sha=event_classes_sha(prompt_dir),
-        config=cfg.model_dump(),
+        config={**cfg.model_dump(), "yamnet_policy": yamnet_policy_sha()},
     )
 
 
@@ -133,6 +133,13 @@ def event_classes(prompt_dir: Path | None = None) -> list[str]:
     from earmark.prompts import load_phrases
 
     return sorted(load_phrases("evidence", prompt_dir)["events"])
+
+
+def yamnet_policy_sha() -> str:
+    """The sha256 of YAMNet's measured event policy (package data): a new policy re-runs the evidence."""
+    from earmark.experts.yamnet.events import POLICY
+
+    return hashlib.sha256(POLICY.read_bytes()).hexdigest()[:16]
 
 
 def event_classes_sha(prompt_dir: Path | None = None) -> str:
@@ -238,14 +245,15 @@ def build_evidence(
     unbroken = vad is not None and len(vad.segments) == 1 and vad.speech_ratio >= UNBROKEN_VOICE
     wordless = asr is not None and asr.skipped_reason is None and asr.vad_speech_s > 0 and not asr.words
     voice_like = unbroken or wordless
+    code = dom.domain
     for content, prob, idx, head in (
         ("speech", dom.speech_prob, 0, "speech"),
         ("music", dom.music_prob, 1, "music"),
         ("sound_events", dom.sound_prob, 2, "sound"),
     ):
         p = float(calibrated.get(f"calibrated_{head}", prob))  # P(present): calibrated where the tagger is
-        state, conf = presence_state(dom.domain[idx] != "0", p, dom.silent, cfg.presence_confidence)
-        if content == "speech" and state == "present" and voice_like and dom.domain[1] != "0":
+        state, conf = presence_state(code[idx] != "0", p, dom.silent, cfg.presence_confidence)
+        if content == "speech" and state == "present" and voice_like and code[1] != "0":
             state, conf = "uncertain", min(conf, SUNG_CONFIDENCE)  # a voice-like lead over music, not speech
         f.add(dom, f"content.{content}", _r(float(prob)), state, confidence=conf)
     f.add(dom, "content.silent", 1.0 if dom.silent else 0.0, "silent" if dom.silent else "not silent", confidence=1.0)
@@ -278,6 +286,8 @@ def build_evidence(
         f.labels(tags, "sound_tags.clip", tags.clip_tags, 0.05)
         for w in tags.windows[:MAX_LIST]:
             f.labels(tags, "sound_tags.window", w.tags, 0.5, subject=f"{w.start_s:g}-{w.end_s:g}")
+    if (ya := records.get("yamnet")) is not None:
+        _yamnet_events(f, ya, cfg.presence_confidence)
     _music(f, records.get("music"), records.get("separation"), cfg.music_tag_confidence)
     if (ac := records.get("acoustics")) is not None:
         for name, v in (
@@ -300,6 +310,7 @@ def build_evidence(
         "speakers",
         "tags",
         "events",
+        "yamnet",
         "music",
         "separation",
         "acoustics",
@@ -307,7 +318,36 @@ def build_evidence(
     for table, rec in sorted(records.items()):  # tables this module does not know: scalar fields and labels
         if table not in known and isinstance(rec, BaseModel):
             _generic(f, rec, table)
-    return _record(clip, dom.domain, f.facts)
+    return _record(clip, _heard_domain(code, f.facts), f.facts)
+
+
+def _yamnet_events(f: _Facts, rec: Any, bar: float) -> None:
+    """`sound.event` facts from YAMNet's frame scores: each class or ontology group its measured policy lets state
+    an event (`earmark.experts.yamnet.events`), per run of 2 s windows, its confidence the precision measured on
+    the DEV packages at the threshold. A stated event is a sound heard: where the domain tagger was unsure of
+    sound events, or called them absent, the named event makes them present (YAMNet hears a dog under speech
+    that the domain tagger misses; the precision of its statements was measured in exactly such scenes)."""
+    from earmark.experts.yamnet.events import class_names, stated_events
+
+    n = len(rec.frame_scores)
+    if not n or any(x.type == "content.silent" and x.value == "silent" for x in f.facts):
+        return
+    n_samples = int(round(((n - 1) * rec.hop_s + rec.frame_s - rec.padded_s) * 16_000))
+    stated = stated_events(rec.frame_scores, n_samples, class_names())
+    for ev in stated[:MAX_LIST]:
+        f.add(
+            rec, "sound.event", _r(ev.score), ev.name, subject=f"{ev.start_s:g}-{ev.end_s:g}", confidence=ev.precision
+        )
+    sure = max((ev.precision for ev in stated), default=0.0)
+    for i, fact in enumerate(f.facts):
+        if fact.type == "content.sound_events" and fact.value != "present" and sure >= bar:
+            f.facts[i] = fact.model_copy(update={"value": "present", "confidence": round(sure, 3)})
+
+
+def _heard_domain(domain: str, facts: Sequence[Fact]) -> str:
+    """The domain code with sound events present where a named event made them present."""
+    heard = any(x.type == "content.sound_events" and x.value == "present" for x in facts)
+    return domain[:2] + "A" if heard and domain[2] == "0" else domain
 
 
 def phrases(words: Sequence[Any]) -> list[list[Any]]:
