@@ -228,11 +228,13 @@ class FilterSection(Section):
     duplicate_similarity: float = Field(0.92, gt=0, le=1)  # entailment: cosine at which two texts are duplicates
     # MECAT's margin filter: sim(audio, own caption) − mean sim(audio, 6 other clips' captions), cosine × 100.
     # "evidence": offline stand-in, the caption against the clip's expert-evidence text with SBERT;
+    # "yamnet": offline and from the audio, the clip's YAMNet class scores against the caption's closeness to the
+    # class names (needs the analyze table `yamnet`);
     # "clap": the paper's audio–text model (GLAP/CLAP weights from analyze.models_dir, bring your weights).
-    margin_backend: Literal["evidence", "clap", "off"] = "evidence"
+    margin_backend: Literal["evidence", "yamnet", "clap", "off"] = "evidence"
     margin_kinds: list[Literal["short", "long", "speech", "music", "sound", "environment"]] = ["long"]
     margin_negatives: int = Field(6, ge=1, le=64)
-    margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5)
+    margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5; yamnet: 0)
     clap_model: str = "laion/clap-htsat-unfused"
     sbert: str | None = None  # sentence-embedding model (see metrics.similarity.resolve_sbert); None → auto
     # One source file cannot flood a benchmark (stages/ingest/sources.py): items of a clip whose rendered evidence repeats

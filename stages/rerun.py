@@ -107,7 +107,7 @@ def filter_inputs(
             "evidence": [ev] if ev else [],
             "clips": [clip.key],
         }
-        for table in ("asr", "asr_check"):
+        for table in ("asr", "asr_check", "yamnet"):
             if table in experts:
                 inputs[table] = [experts[table][i].key]
         out.append(inputs)

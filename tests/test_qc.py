@@ -10,7 +10,14 @@ from earmark.core.config import FilterSection
 from earmark.experts.models import MissingWeights
 from earmark.prompts import load_phrases
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair
-from earmark.stages.filter.margin import ClapBackend, EvidenceSbertBackend, MarginBackend, margin_checks, require_clap
+from earmark.stages.filter.margin import (
+    ClapBackend,
+    EvidenceSbertBackend,
+    MarginBackend,
+    YamnetSbertBackend,
+    margin_checks,
+    require_clap,
+)
 from earmark.stages.filter.qc import (
     ClipContext,
     check_hallucination,
@@ -241,6 +248,40 @@ def test_evidence_margin_backend_flags_a_swapped_caption(embed):
     assert {r.check for r in rows} == {"margin:evidence-sbert"}
     assert not by["d"].keep and by["a"].keep and by["c"].keep, [(r.clip_id, r.score) for r in rows]
     assert by["a"].score > by["d"].score
+
+
+def test_yamnet_margin_backend_flags_a_swapped_caption_from_the_audio_scores(embed):
+    """The anchor is what YAMNet heard (its clip scores), not what the experts said: a caption of music on a clip
+    where YAMNet hears a dog is rejected, and a clip without YAMNet scores is an error naming the setting."""
+    from earmark.experts.yamnet.events import class_names
+
+    names = class_names()
+
+    def heard(**scores):
+        v = np.full(len(names), 0.01, np.float32)
+        for name, s in scores.items():
+            v[names.index(name.replace("_", " "))] = s
+        return v.tolist()
+
+    yam = {
+        "a": heard(Dog=0.9, Bark=0.8, Animal=0.9),
+        "b": heard(Music=0.95, Piano=0.8),
+        "c": heard(Speech=0.95),
+        "d": heard(Dog=0.85, Bark=0.7, Animal=0.9),
+    }
+    caps = [
+        _cap("long", "A dog barks loudly several times in a quiet room.", clip="a", domain="00A"),
+        _cap("long", "Gentle piano music plays a slow melody throughout.", clip="b", domain="0M0"),
+        _cap("long", "A man speaks calmly, reading a short announcement.", clip="c", domain="S00"),
+        # planted: d's caption describes piano music, not d's dog
+        _cap("long", "Soft piano music with sustained chords plays throughout.", clip="d", domain="00A"),
+    ]
+    rows = margin_checks(caps, YamnetSbertBackend(yam, embed), FilterSection(margin_backend="yamnet"))
+    by = {r.clip_id: r for r in rows}
+    assert {r.check for r in rows} == {"margin:yamnet-sbert"}
+    assert not by["d"].keep and by["a"].keep and by["b"].keep and by["c"].keep, [(r.clip_id, r.score) for r in rows]
+    with pytest.raises(ValueError, match="analyze.yamnet = true"):
+        margin_checks(caps, YamnetSbertBackend({"a": yam["a"]}, embed), FilterSection(margin_backend="yamnet"))
 
 
 def test_clap_backend_on_a_random_tiny_model(tmp_path):

@@ -19,6 +19,7 @@ from earmark.stages.filter.budget import fact_budget
 from earmark.stages.filter.margin import (
     ClapBackend,
     EvidenceSbertBackend,
+    YamnetSbertBackend,
     decode_clip,
     margin_checks,
     require_clap,
@@ -29,7 +30,7 @@ from earmark.stages.ingest.sources import evidence_signature, same_source_reject
 
 
 def reads() -> tuple[str, ...]:
-    return (*ITEM_TABLES, "rejections", "evidence", "clips", "asr", "asr_check")
+    return (*ITEM_TABLES, "rejections", "evidence", "clips", "asr", "asr_check", "yamnet")
 
 
 def spec(cfg: Config, sbert_name: str) -> StageSpec:
@@ -81,7 +82,7 @@ def run(cfg: Config, embedder: Callable[[], Embed], kinds: Mapping[str, ItemType
     }
     for clip_id, text in transcripts.items():  # a transcript without its check still says names (filter/wording.py)
         context.setdefault(clip_id, ClipContext(text))
-    embed = embedder() if items.get("entailment") or f.margin_backend == "evidence" else None
+    embed = embedder() if items.get("entailment") or f.margin_backend in ("evidence", "yamnet") else None
     phrases = load_phrases("evidence", cfg.synthesize.prompt_dir)
     evidence = {e.clip_id: e for e in inputs("evidence")}
     signatures = {c: evidence_signature(ev, phrases, cfg.evidence.min_confidence) for c, ev in evidence.items()}
@@ -94,6 +95,8 @@ def run(cfg: Config, embedder: Callable[[], Embed], kinds: Mapping[str, ItemType
             backend = ClapBackend(
                 require_clap(f.clap_model, cfg.analyze.models_dir), audio, sr, device=cfg.analyze.device
             )
+        elif f.margin_backend == "yamnet":
+            backend = YamnetSbertBackend(dict(inputs.values("yamnet", "clip_id", "clip_max")), embed)
         else:
             backend = EvidenceSbertBackend(evidence, embed, phrases)
         rows += margin_checks(items["captions"], backend, f)

@@ -14,6 +14,10 @@ keeps a sample when the margin exceeds 6 (cosine × 100). Two backends fill `a` 
   of the clip's expert evidence rendered for the caption's kind (`earmark.stages.synthesize.evidence.render`) and `t` the
   caption's, both with the SBERT model of `metrics.similarity`. It measures agreement with what the experts
   found, not with the audio itself, and its check is named `margin:evidence-sbert` so nobody confuses the two.
+- `yamnet` (offline, from the audio): both sides live in the space of YAMNet's 521 AudioSet classes. `a` is the
+  clip's own class scores (YAMNet's best frame score per class, table `yamnet`); `t` is the caption's closeness to
+  each class name (SBERT cosine of the caption and the 521 names, sharpened by a softmax at temperature
+  `CLASS_TEMPERATURE`). A caption naming a dog matches a clip where YAMNet hears a dog, whatever the experts said.
 
 Negatives are drawn with a generator seeded by the item id, so a shard's verdicts are reproducible.
 """
@@ -38,6 +42,8 @@ from earmark.stages.facts.render import render
 PAPER_THRESHOLD = 6.0  # MECAT: "exceeds … by an empirically set threshold of 6" (cosine × 100)
 # offline stand-in, set on the planted set (docs/benchmarks.md, benchmarks/quality/qc_planted.py)
 EVIDENCE_THRESHOLD = 5.0
+YAMNET_THRESHOLD = 0.0  # measured on planted swaps in real builds (benchmarks/quality/margin_audio.py)
+CLASS_TEMPERATURE = 0.05  # softmax temperature over the caption's cosines to the 521 class names
 CLAP_SR = 48_000
 
 
@@ -45,7 +51,7 @@ def threshold(cfg: FilterSection) -> float:
     """The configured margin threshold, or the backend's default."""
     if cfg.margin_threshold is not None:
         return cfg.margin_threshold
-    return PAPER_THRESHOLD if cfg.margin_backend == "clap" else EVIDENCE_THRESHOLD
+    return {"clap": PAPER_THRESHOLD, "yamnet": YAMNET_THRESHOLD}.get(cfg.margin_backend, EVIDENCE_THRESHOLD)
 
 
 class MarginBackend:
@@ -75,6 +81,35 @@ class EvidenceSbertBackend(MarginBackend):
 
     def texts(self, texts: Sequence[str]) -> np.ndarray:
         return self.embed(texts)
+
+
+class YamnetSbertBackend(MarginBackend):
+    """Offline, from the audio: the clip's YAMNet class scores against the caption's closeness to the class names."""
+
+    check = "margin:yamnet-sbert"
+
+    def __init__(self, scores: Mapping[str, Sequence[float]], embed: Callable[[Sequence[str]], np.ndarray]) -> None:
+        from earmark.experts.yamnet.events import class_names
+
+        self.scores, self.embed = scores, embed
+        self.names = np.asarray(embed([n.replace(", ", " or ") for n in class_names()]), np.float32)
+
+    def anchors(self, keys: Sequence[tuple[str, str]]) -> np.ndarray:
+        if not keys:
+            return np.zeros((0, len(self.names)), np.float32)
+        if missing := sorted({c for c, _ in keys} - set(self.scores)):
+            raise ValueError(
+                f'filter.margin_backend = "yamnet" needs YAMNet\'s scores, and clip {missing[0]} has none: set '
+                'analyze.yamnet = true (the default) or filter.margin_backend = "evidence"'
+            )
+        return _unit(np.stack([np.asarray(self.scores[c], np.float32) for c, _ in keys]))
+
+    def texts(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, len(self.names)), np.float32)
+        z = np.asarray(self.embed(texts), np.float32) @ self.names.T / CLASS_TEMPERATURE
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        return _unit(z / z.sum(axis=1, keepdims=True))
 
 
 _NOT_THERE = re.compile(r"^- no |cannot be made out")
