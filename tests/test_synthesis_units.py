@@ -75,16 +75,15 @@ def test_evidence_views_are_focused_numberless_and_only_confident():
     assert "transcript" not in render(ev, "environment") and "clean" in render(ev, "environment")
     for kind in ("short", "long", "speech", "music", "sound", "environment"):
         assert not any(ch.isdigit() for ch in render(ev, kind)), kind
-    # an unconfident transcript is never quoted. Without a confident language the words may be clear speech in a
-    # language an English-only transcriber does not know: "not transcribed", never "indistinct"
+    # an unconfident transcript is never quoted, and nothing is said of the words: "could not be transcribed" and
+    # "indistinct" read as claims about the audio (fresh4's blind check: wrong where the words were clear English)
     shaky = evidence_of("c", "S00", {"speech.transcript": ("thank you for watching", 0.3), "speech.segments": 1})
-    assert "<transcript>" not in render(shaky, "speech") and "not be transcribed" in render(shaky, "speech")
-    assert "indistinct" not in render(shaky, "speech")
     known = evidence_of("c", "S00", {"speech.transcript": ("thank you", 0.3), "speech.language": ("fr", 0.9)})
-    assert "indistinct" in render(known, "speech")
-    captions = {c.text for c in rule_captions(shaky, "speech", synth(ScriptedLLM([])))}
-    assert captions and not any("indistinct" in t.lower() or "unclear" in t.lower() for t in captions), captions
-    assert all("transcribed" in t.lower() for t in captions), captions
+    for ev in (shaky, known):
+        text = render(ev, "speech").lower()
+        assert "<transcript>" not in text and "transcribed" not in text and "indistinct" not in text, text
+        captions = {c.text for c in rule_captions(ev, "speech", synth(ScriptedLLM([])))}
+        assert captions and not any(w in t.lower() for t in captions for w in ("transcri", "indistinct", "unclear"))
     # the tagger is unsure about music (0.55): the notes say nothing about music either way
     unsure = evidence_of("c", "SM0", {}, probs=[0.95, 0.55, 0.05])
     assert "music" not in render(unsure, "long") and "- no sound events" in render(unsure, "long")
@@ -386,7 +385,7 @@ def test_one_turn_split_at_its_pauses_is_not_several_moments():
     man = {"V1@speaker.gender": {"male": 0.99, "female": 0.01}, "speakers.count": 1.0}
     ev = evidence_of("w1", "S00", {**turn, **windows, **man}, duration_s=10.0)
     said = [c.text for c in rule_captions(ev, "speech", synth(None))]
-    assert said[0] == "A man speaks for most of the clip; the words could not be transcribed.", said
+    assert said[0] == "A man speaks for most of the clip.", said
     # a count the pitch check did not confirm: the timing is the speech's, not the one voice's (review v0006: "a
     # male voice speaks for most of the clip" where a woman spoke the second half)
     unsure = {"V1@speaker.gender": {"male": 0.99, "female": 0.01}, "speakers.count": (2.0, 0.4)}

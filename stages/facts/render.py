@@ -221,8 +221,6 @@ def _speech_lines(p: Phrases, v: View) -> list[str]:
             lines.append(s["pace"][pace])
         quoted = p["transcript_open"] + _clean_transcript(p, transcript.value) + p["transcript_close"]
         lines.append(s["words"].format(transcript=quoted))
-    else:  # "indistinct" only where the language is known; else the words may be clear, in another language
-        lines.append(s["unclear"] if v.ok("speech.language") is not None else s["untranscribed"])
     quality = bands.word("speech_quality", v.num("quality.dnsmos_ovrl"))
     if quality:
         lines.append(s["quality"][quality])

@@ -83,7 +83,6 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         "voices": "voices" if key in ("two", "many", "some") else "voice",
         "gender": gender,
         "quote": quote,
-        "unclear": v.ok("speech.language") is not None,  # else the words may be clear, in another language
         # when speech is heard belongs to the voice a caption names only when the count is sure: "a male voice
         # speaks for most of the clip" was false where a woman took the second half (review v0006)
         "when": speech_when(when, v) if n >= 1 or key in ("some", "unknown") else None,
