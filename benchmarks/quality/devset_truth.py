@@ -14,7 +14,7 @@ are compared with the truth, per fact type:
 | gender | one voice, its gender confident (what "a man" / "a woman" says) | the voice's group's gender (groups without one are skipped) |
 | quote | the rule-written quote (`rule_captions.quote_of`) | word error rate against the best-matching run of the words said in the quote's time span (a quote need not be all that was said; contractions spelt out) |
 | percussion | the music's texture is stated (percussive or mixed: drums; sustained: none) | the music's drums, where known |
-| event (per class) | a confident `sound.event` of the class, with its span | an event of that class mixed within 1 s of the span |
+| event (per class) | a confident `sound.event` of the class, with its span | an event of that class (of a class under it, for a group of the ontology) mixed within 1 s of the span |
 | music tag | a confident music tag fact | the track's labels say so (tracks without labels are skipped) |
 
 Also the kept items' claims (table `claims`, supported ones) of the same types, so what the benchmark says is
@@ -29,6 +29,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
+from earmark.experts.yamnet.events import ontology
 from earmark.prompts import load_phrases
 from earmark.schemas import ClipEvidence, from_table
 from earmark.stages.facts.render import View
@@ -170,8 +171,9 @@ def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list
         drums = harm < 0.8
         t.add("percussion", drums == truth["music"]["drum_heavy"], clip, f"harmonic ratio {harm:g}")
     for cls, a, b in event_spans(ev, thr):
+        under = ontology().subtree(cls) | {cls}  # a group ("Animal") is right for any class under it
         ok = any(
-            e["class"] == cls and e["end_s"] >= a - TOLERANCE_S and e["start_s"] <= b + TOLERANCE_S
+            e["class"] in under and e["end_s"] >= a - TOLERANCE_S and e["start_s"] <= b + TOLERANCE_S
             for e in truth["events"]
         )
         t.add(f"event:{cls}", ok, clip, f"stated {a:g}-{b:g} s; truth {[e['class'] for e in truth['events']]}")
