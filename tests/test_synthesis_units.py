@@ -465,3 +465,29 @@ def test_the_coarse_sound_tags_and_all_lit_sound_windows_say_nothing():
     assert not any(w in text for w in ("impulsive", "tonal", "noise-like", "most of the clip", "throughout")), text
     said = [c.text for c in rule_captions(ev, "sound", synth(None))]
     assert said and not any(w in " ".join(said).lower() for w in ("impulsive", "tonal", "most of", "throughout")), said
+
+
+def test_the_model_sees_only_the_phrases_heard_with_confidence():
+    """fresh5's blind check: a transcript confident on the mean let the model write "a straw-skilab-a-jim" (a phrase
+    heard at 0.08); the speech view now shows only the sure phrases, with "…" where unsure ones lie between."""
+    ev = evidence_of(
+        "q",
+        "S00",
+        {
+            "speech.transcript": ("They're all dead. ever seen a straw-skilab. let's get to it.", 0.9),
+            "0.0-1.4@speech.quote": ("They're all dead.", 0.95),
+            "2.4-4.5@speech.quote": ("ever seen a straw-skilab.", 0.35),
+            "6.0-6.8@speech.quote": ("let's get to it.", 0.95),
+        },
+    )
+    text = render(ev, "speech")
+    assert "They're all dead. … let's get to it." in text and "straw" not in text, text
+    unsure = evidence_of("q", "S00", {"speech.transcript": ("ever seen a straw", 0.9), "0-2@speech.quote": ("ever", 0.35)})
+    assert "<transcript>" not in render(unsure, "speech")
+
+
+def test_a_phrase_with_a_word_outside_the_word_list_is_no_quote():
+    from earmark.stages.synthesize.evidence import not_words
+
+    assert not_words("Foop!") == ["Foop"] and not_words("a straw-skilab-a-jim up.") == ["skilab"]
+    assert not_words("They're all dead. Thanks, Igor! It's 9 o'clock.") == []

@@ -169,6 +169,28 @@ def speech_when(p: Phrases, v: View) -> str | None:
     return vad if _agree(spans, windows) else None
 
 
+# A quote states exact words: only phrases this sure (evidence.QUOTE_CALIBRATION) are quoted, by the rules and to
+# the model, and the claim audit supports a quote only inside them.
+QUOTE_CONFIDENCE = 0.9
+
+
+def quotable(v: View) -> str | None:
+    """The words the model may see and quote: the phrases heard with confidence (`speech.quote` at
+    QUOTE_CONFIDENCE), in order, with "…" where unsure ones lie between; "" when none is sure; None for evidence
+    without phrase facts (the confident transcript, as before). A whole transcript at a confident mean let the
+    model quote phrases heard at 0.08 ("a straw-skilab-a-jim", fresh5)."""
+    phrases = [f for f in v.ev.all("speech.quote") if f.value]
+    if not phrases:
+        return None
+    out: list[str] = []
+    for f in phrases:
+        if (f.confidence or 0.0) >= max(v.thr, QUOTE_CONFIDENCE):
+            out.append(f.value.strip())
+        elif out and out[-1] != "…":
+            out.append("…")
+    return " ".join(out).strip(" …")
+
+
 def _clean_transcript(p: Phrases, text: str) -> str:
     # Angle brackets would let speech close the <transcript> tag; the words themselves are kept.
     words = re.sub(r"[<>{}]", " ", text).split()
@@ -214,6 +236,8 @@ def _speech_lines(p: Phrases, v: View) -> list[str]:
     if (when := speech_when(p, v)) is not None:
         lines.append(s["heard"].format(when=when))
     transcript = v.ok("speech.transcript")
+    if transcript is not None and transcript.value and (phrases := quotable(v)) is not None:
+        transcript = transcript.model_copy(update={"value": phrases})
     if transcript is not None and transcript.value:
         wps = v.num("speech.words_per_s")
         pace = "slow" if wps is not None and wps < 1.8 else "fast" if wps is not None and wps >= 3.2 else None

@@ -30,6 +30,7 @@ from difflib import SequenceMatcher
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.facts import bands, claim_vocab
+from earmark.stages.facts.render import QUOTE_CONFIDENCE
 
 SUPPORTED, UNSUPPORTED, CONTRADICTED = "supported", "unsupported", "contradicted"
 CONTENT = {"speech": "speech", "music": "music", "sound": "sound_events"}
@@ -366,9 +367,6 @@ def _quote(e: _Evidence, quoted: str) -> Judgement:
     if any(run and _contains(said, run) for run in runs):
         return _j(SUPPORTED, "speech.quote")
     return _j(UNSUPPORTED, "speech.quote", "these words were not all heard with confidence: quote only clear phrases")
-
-
-QUOTE_CONFIDENCE = 0.9  # a quote states exact words: only phrases this sure (evidence.QUOTE_CALIBRATION)
 
 
 def _contains(said: list[str], heard: list[str]) -> bool:

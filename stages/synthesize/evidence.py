@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -79,6 +80,11 @@ CHECKED_CONFIDENCE, UNCHECKED_CONFIDENCE = 0.8, 0.4
 PHRASE_GAP_S = 0.5  # a pause this long ends a quotable phrase, as punctuation does
 PHRASE_END = ".,;:!?"
 UNFINISHED = 0.5  # a last phrase without closing punctuation: perhaps cut by the clip's end, not a whole phrase
+# A phrase with a word outside the English word list (filter.wording.english_words: ~160,000 words and common
+# names) is not quoted: a quote states exact words, and such a "word" is Whisper spelling a sound it could not
+# place ("Foop!" for a hiccup, at a least word probability of 0.98: fresh5's blind check, 2026-11-27) or a name
+# it guessed. It keeps the lowest band of QUOTE_CALIBRATION.
+NOT_A_WORD_CONFIDENCE = 0.35
 # P(a phrase's words are right | its least sure word's probability), Whisper tiny.en: every phrase of the dev
 # benchmark against the best-matching run of the words said in its span (word times ±0.5 s), right at WER ≤ 0.2
 # (`benchmarks/quality/devset_truth.py data/devbench --phrases`, 2026-11-26): least ≥ 0.95: 11 of 11 right, 0.8-0.95: 10 of
@@ -362,12 +368,26 @@ def phrases(words: Sequence[Any]) -> list[list[Any]]:
     return [p for p in out if p]
 
 
+def not_words(text: str) -> list[str]:
+    """The words of a phrase that are not in the English word list (numbers and contractions are words)."""
+    from earmark.stages.filter.wording import english_words
+
+    known = english_words()
+    out = []
+    for raw in text.split():
+        for w in re.findall(r"[A-Za-z]+(?:['’][A-Za-z]+)?", raw):
+            low = w.lower().replace("’", "'")
+            if low not in known and low.split("'")[0] not in known:
+                out.append(w)
+    return out
+
+
 def _quotes(f: _Facts, asr: Any, check: Any) -> None:
     """One `speech.quote` fact per whole phrase, its confidence the calibrated P(its words are right) from its
     least sure word (`QUOTE_CALIBRATION`) × (1 − the hallucination score): a quote is made only of phrases every
     word of which was heard with confidence (a mean over the transcript let "spare. We add everything" through
     for "despair, we had everything"); the rule-written quote and the audit take only phrases at or above
-    `claims.QUOTE_CONFIDENCE`."""
+    `render.QUOTE_CONFIDENCE`."""
     hallucination = check.hallucination_score if check is not None else 0.5
     cut = phrases(asr.words)
     for i, phrase in enumerate(cut[:MAX_LIST]):
@@ -377,6 +397,8 @@ def _quotes(f: _Facts, asr: Any, check: Any) -> None:
         conf = next(p for bound, p in QUOTE_CALIBRATION if least >= bound) * (1.0 - hallucination)
         if i == len(cut) - 1 and text[-1:] not in PHRASE_END:  # the clip's end may have cut it short
             conf *= UNFINISHED
+        if not_words(text):  # Whisper spelled a sound it could not place ("Foop!" for a hiccup, fresh5)
+            conf = min(conf, NOT_A_WORD_CONFIDENCE)
         f.add(asr, "speech.quote", _r(least), text, subject=subject, confidence=conf)
 
 

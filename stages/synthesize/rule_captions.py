@@ -16,8 +16,7 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption
 from earmark.stages.facts import bands
-from earmark.stages.facts.render import SOUND_LABELS, View, heard_events, speech_when, when_phrase
-from earmark.stages.filter.claims import QUOTE_CONFIDENCE
+from earmark.stages.facts.render import QUOTE_CONFIDENCE, SOUND_LABELS, View, heard_events, speech_when, when_phrase
 from earmark.stages.synthesize.common import Synth, check_sentence
 
 KINDS = ("speech", "music", "sound", "environment")
