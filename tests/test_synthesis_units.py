@@ -482,7 +482,9 @@ def test_the_model_sees_only_the_phrases_heard_with_confidence():
     )
     text = render(ev, "speech")
     assert "They're all dead. … let's get to it." in text and "straw" not in text, text
-    unsure = evidence_of("q", "S00", {"speech.transcript": ("ever seen a straw", 0.9), "0-2@speech.quote": ("ever", 0.35)})
+    unsure = evidence_of(
+        "q", "S00", {"speech.transcript": ("ever seen a straw", 0.9), "0-2@speech.quote": ("ever", 0.35)}
+    )
     assert "<transcript>" not in render(unsure, "speech")
 
 

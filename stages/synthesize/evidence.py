@@ -35,8 +35,10 @@ T = TypeVar("T")
 # (`speech.quote`), the HPSS texture and beat strength only on music without sound events; 10: voices by pitch,
 # named events (`sound.event`), music tags by group; 14: a voice's gender carries a calibrated probability; 15: speech
 # over music heard by the VAD as one unbroken segment is not stated; 16: nor speech over music without one word; 17:
-# only a low-pitched male voice has a gender above the bar; 18: the same for a diarized speaker's gender
-EVIDENCE_VERSION = "18"
+# only a low-pitched male voice has a gender above the bar; 18: the same for a diarized speaker's gender; 19: YAMNet's
+# named events under its measured policy, which also make sound present; 20: a phrase with a word outside the English
+# word list is no quote ("Foop!" for a hiccup)
+EVIDENCE_VERSION = "20"
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
 # voice-like lead more often than speech: of the speech-over-music clips of four real-audio builds (devbench,
 # checkbench, review, fresh; 2026-11-27), the two such clips had no voice at all (Drascula's music, whose lead
