@@ -153,3 +153,17 @@ def test_a_group_is_supported_by_a_class_under_it_and_not_the_other_way() -> Non
     assert _verdicts("A domestic animal is heard.", dog) == {("event", "Domestic animals, pets"): "supported"}
     assert _verdicts("A dog barks.", pet)[("event", "Dog")] == "unsupported"
     assert _verdicts("A domestic animal is heard.", pet) == {("event", "Domestic animals, pets"): "supported"}
+
+
+def test_the_event_class_lists_agree_with_each_other_and_the_ontology() -> None:
+    """The event classes live in three lists (evidence.toml's phrases, the audit's patterns, the learned tagger's
+    classes): each name is an AudioSet class or group, spelled as the ontology spells it, and each list's classes
+    can be rendered and audited."""
+    phrases = tomllib.loads((Path(evidence.__file__).parents[2] / "prompts" / "evidence.toml").read_text())["events"]
+    audited = {cls for _, cls in claim_vocab.EVENT_CLASSES}
+    from earmark.experts.probe.events import load_classes
+
+    learned = {c["name"] for c in load_classes()["classes"]}
+    onto = ye.ontology().nodes
+    assert not (set(phrases) | audited | learned) - set(onto)
+    assert set(phrases) == audited and learned <= set(phrases)
