@@ -9,6 +9,7 @@ computed/skipped per stage, LLM calls and cache hits, stage wall times) go to th
 from __future__ import annotations
 
 import contextvars
+import logging
 import threading
 import time
 from functools import partial
@@ -151,6 +152,8 @@ def ingest_and_analyze(
         # contention, not traced further); when it was ingest's, the workers waited (docs/benchmarks.md,
         # "Analyze beside ingest"). Analyze has nothing to do before that first shard anyway.
         stream.wait_first()
+        if stream.error is not None and not isinstance(stream.error, Exception):
+            return  # the build was interrupted (Ctrl-C, SIGTERM) before this thread got to start analyze
         t = time.perf_counter()
         try:
             with stage_tag("analyze"):
@@ -176,6 +179,7 @@ def ingest_and_analyze(
         raise
     except BaseException as exc:  # Ctrl-C: stop now
         stream.close(exc)
+        _silence_thread(beside.name)
         raise
     finally:
         timings["ingest"] = time.perf_counter() - t
@@ -184,6 +188,28 @@ def ingest_and_analyze(
     if "error" in outcome:
         raise outcome["error"]
     return ingest, outcome["experts"]
+
+
+class _FromThread(logging.Filter):
+    def __init__(self, thread_name: str) -> None:
+        super().__init__()
+        self.thread_name = thread_name
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != self.thread_name
+
+
+def _silence_thread(thread_name: str) -> None:
+    """After an interrupt, the analyze flow left running beside ingest (a daemon thread the build does not wait for)
+    says nothing more: its flow engine would log a traceback once the interrupted build has closed the Prefect
+    client ("Cannot send a request, as the client has been closed"), after earmark's clean stop message."""
+    quiet = _FromThread(thread_name)
+    loggers = [
+        logging.getLogger(),
+        *(lg for lg in logging.Logger.manager.loggerDict.values() if isinstance(lg, logging.Logger)),
+    ]
+    for handler in {h for lg in loggers for h in lg.handlers}:
+        handler.addFilter(quiet)
 
 
 def run_build(cfg: Config, until: str = "publish") -> dict[str, Any]:

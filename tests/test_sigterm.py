@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 
 import psutil
 import pytest
@@ -71,12 +72,21 @@ def _terminate(proc: subprocess.Popen, lines: list[str]) -> str:
     return "".join(lines) + rest
 
 
-def test_sigterm_stops_a_build_as_ctrl_c_does_and_the_same_command_resumes(tmp_path):
+@pytest.mark.parametrize(
+    "moment",
+    [
+        # ingest has written its first shard: the analyze flow beside it may not have started yet (2026-11-27: it
+        # started after the build had crashed, and its engine logged "the client has been closed")
+        "ingest/shard-0000: shard",
+        # the analyze stage is under way: shard tasks are running in the flows' thread pools
+        "analyze/levels/shard-0000: shard",
+    ],
+)
+def test_sigterm_stops_a_build_as_ctrl_c_does_and_the_same_command_resumes(tmp_path, moment):
     inputs = tone_clips(tmp_path / "in", n=3)
     cmd = [sys.executable, "-m", "earmark.cli.main", "build", str(inputs), "-d", "term"]
     cmd += ["--data-root", str(tmp_path / "data"), "--until", "analyze", "--files-per-shard", "1"]
-    # once the analyze stage is under way: shard tasks are running in the flows' thread pools
-    proc, lines = _start(cmd, _env(PREFECT_LOGGING_LEVEL="INFO"), until="computed, ")
+    proc, lines = _start(cmd, _env(PREFECT_LOGGING_LEVEL="INFO"), until=moment)
     text = _terminate(proc, lines)
     assert proc.returncode == 130, text[-3000:]
     assert "earmark: SIGTERM received; stopping" in text, text[-3000:]
@@ -148,3 +158,30 @@ def test_sigterm_stops_earmark_server_as_ctrl_c_does(tmp_path):
         log = (home / "server.log").read_text(errors="replace")
         assert "address already in use" in log.lower(), first + log[-3000:]
     raise AssertionError("no free port stayed free three times")
+
+
+def test_an_interrupted_build_silences_the_analyze_flow_left_beside_it():
+    """What the daemon thread running analyze beside ingest logs after the build was interrupted is dropped; the
+    other threads' records pass."""
+    import logging
+
+    from earmark.flows.build import _silence_thread
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    log = logging.getLogger("earmark-test-silence")
+    handler = Keep()
+    log.addHandler(handler)
+    try:
+        _silence_thread("analyze-flow-test")
+        worker = threading.Thread(target=lambda: log.error("late traceback"), name="analyze-flow-test")
+        worker.start()
+        worker.join()
+        log.error("the build's own line")
+    finally:
+        log.removeHandler(handler)
+    assert seen == ["the build's own line"]
