@@ -351,6 +351,11 @@ def check_build(cfg: Config, until: str) -> int:
             f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
             "use --until analyze with a subset of experts, or drop --experts"
         )
+    if cfg.filter.margin_backend == "yamnet" and not cfg.analyze.yamnet and stop >= BUILD_STAGES.index("filter"):
+        raise ValueError(
+            'filter.margin_backend = "yamnet" compares captions with YAMNet\'s scores, and analyze.yamnet = false '
+            'leaves them out: set analyze.yamnet = true, or filter.margin_backend = "evidence"'
+        )
     return stop
 
 

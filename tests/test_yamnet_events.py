@@ -167,3 +167,13 @@ def test_the_event_class_lists_agree_with_each_other_and_the_ontology() -> None:
     onto = ye.ontology().nodes
     assert not (set(phrases) | audited | learned) - set(onto)
     assert set(phrases) == audited and learned <= set(phrases)
+
+
+def test_the_audio_margin_without_yamnet_is_refused_before_the_build_starts() -> None:
+    from earmark.core.config import check_build, load_config
+
+    cfg = load_config(None, {"filter.margin_backend": "yamnet", "analyze.yamnet": False})
+    with pytest.raises(ValueError, match="analyze.yamnet = true"):
+        check_build(cfg, "publish")
+    assert check_build(cfg, "synthesize") == 2  # the filter does not run: nothing to refuse
+    assert check_build(load_config(None, {"filter.margin_backend": "yamnet"}), "publish") == 4
