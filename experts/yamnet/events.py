@@ -113,8 +113,9 @@ def window_scores(frame_scores: np.ndarray, n_samples: int) -> np.ndarray:
     frame where none does)."""
     fs = np.asarray(frame_scores, np.float32)
     centres = (np.arange(len(fs)) * HOP + FRAME / 2) / SR
-    out = np.zeros((len(window_bounds_s(n_samples)), fs.shape[1]), np.float32)
-    for k, (a, b) in enumerate(window_bounds_s(n_samples)):
+    bounds = window_bounds_s(n_samples)
+    out = np.zeros((len(bounds), fs.shape[1]), np.float32)
+    for k, (a, b) in enumerate(bounds):
         inside = (centres >= a) & (centres < b)
         out[k] = fs[inside].max(axis=0) if inside.any() else fs[int(np.argmin(np.abs(centres - (a + b) / 2)))]
     return out

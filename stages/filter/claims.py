@@ -442,7 +442,8 @@ def _under(cls: str) -> set[str]:
 def _event(e: _Evidence, v: str) -> Judgement:
     if (j := _needs(e, "sound")) is not None and not (v.startswith(VOCAL) and e.content("speech") == "present"):
         return j
-    if spans := [s for cls in sorted(_under(v)) for s in event_spans(e.ev, e.thr, cls)]:
+    under = _under(v)
+    if spans := [s for s in event_spans(e.ev, e.thr) if s[0] in under]:
         return _j(SUPPORTED, f"sound.event={spans[0][0]}@{spans[0][1]:g}-{spans[0][2]:g}")
     if _tag_support(e, "sound_tags.clip", v.split(",")[0].lower()):  # a paper tagger's own label for it
         return _j(SUPPORTED, f"sound_tags~{v}")
