@@ -31,6 +31,7 @@ _env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, ke
 
 Phrases = Mapping[str, Any]  # a phrase file's tables, read-only
 _declared: ContextVar[frozenset[str] | None] = ContextVar("earmark_declared_prompts", default=None)
+_stage_dir: ContextVar[Path | None] = ContextVar("earmark_stage_prompt_dir", default=None)
 
 
 class UndeclaredPrompt(RuntimeError):
@@ -38,14 +39,17 @@ class UndeclaredPrompt(RuntimeError):
 
 
 @contextmanager
-def only(names: Iterable[str]) -> Iterator[None]:
+def only(names: Iterable[str], prompt_dir: Path | None = None) -> Iterator[None]:
     """Within this block (and in contexts copied from it), reading a file not in `names` raises
-    UndeclaredPrompt. earmark.stages.base.run_job wraps every stage function in it."""
-    token = _declared.set(frozenset(names))
+    UndeclaredPrompt, and a read that names no directory reads `prompt_dir` (the stage's; None: this package's),
+    so code deep in a stage (the claim audit's event words) reads the files the stage declared and keyed on.
+    earmark.stages.base.run_job wraps every stage function in it."""
+    token, dir_token = _declared.set(frozenset(names)), _stage_dir.set(prompt_dir)
     try:
         yield
     finally:
         _declared.reset(token)
+        _stage_dir.reset(dir_token)
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,8 @@ def _path(name: str, prompt_dir: Path | None) -> Path:
             f"prompt file {name!r} was read by a stage that declares only "
             f"{sorted(declared) or 'none'}; add it to the stage's prompt files"
         )
+    if prompt_dir is None:
+        prompt_dir = _stage_dir.get()
     prompt_dir = Path(prompt_dir) if prompt_dir is not None else PROMPT_DIR
     path = prompt_dir / f"{name}.toml"
     if not path.exists():

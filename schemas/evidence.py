@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from pydantic import Field
 
+from earmark.schemas.facts import fact_type
 from earmark.schemas.records import DomainCode, Record
 
 
@@ -37,8 +38,10 @@ class ClipEvidence(Record):
     facts: list[Fact] = Field(repr=False)
     evidence_sha: str
 
-    # --- read access used by the renderers and checks (no copies of the data)
+    # --- read access used by the renderers and checks (no copies of the data). A type that is not in the registry
+    # (earmark.schemas.facts) raises UnknownFactType: a misspelt read would otherwise find nothing, silently.
     def all(self, type_: str, subject: str | None = None) -> Iterator[Fact]:
+        fact_type(type_)
         return (f for f in self.facts if f.type == type_ and (subject is None or f.subject == subject))
 
     def get(self, type_: str, subject: str | None = None) -> Fact | None:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from earmark import prompts
@@ -38,6 +39,7 @@ class StageSpec:
     prompt_sha: str | None = None  # earmark.prompts.request_sha of those files and the reply schemas
     model: str | None = None  # model / backend identity
     config: Mapping[str, Any] = field(default_factory=dict)  # the settings that change its output
+    prompt_dir: Path | None = None  # where its prompt files are read (None: earmark.prompts'); keyed by prompt_sha
 
     def plan(self, inputs: Sequence[str]) -> tuple[str, ShardMeta]:
         """The shard key and catalog metadata for one shard with these input identities."""
@@ -169,7 +171,7 @@ def run_job(
         return ShardRef(key=key, tables=writes, rows=cat.shard_rows(key, writes), skipped=True, task=job.task_name)
     with slot():  # the seconds inside the stage function leave out the wait for the slot
         started_at, t0 = time.time(), time.perf_counter()
-        with prompts.only(job.spec.prompt_files), shard_usage() as usage:
+        with prompts.only(job.spec.prompt_files, job.spec.prompt_dir), shard_usage() as usage:
             out = job.fn(Inputs(cat, job.inputs))
         seconds = time.perf_counter() - t0
     unknown = set(out) - set(writes)

@@ -69,10 +69,12 @@ def test_the_event_list_comes_from_the_configured_prompt_dir_and_only_it_keys_th
     path = copy / "evidence.toml"
     path.write_text(path.read_text() + "\n# a comment: no class changes\n")
     assert evidence.spec(["domain", "tags"], cfg, copy).plan(["x"])[0] == key  # phrases edits re-run no evidence
+    path.write_text(path.read_text().replace("claim = 'dogs?|", "claim = 'doggies|dogs?|"))
+    assert evidence.spec(["domain", "tags"], cfg, copy).plan(["x"])[0] == key  # nor do the audit's claim words
 
     assert "Slam" not in evidence.event_classes(copy)
     text = path.read_text().replace(
-        "[events]\n", '[events]\nSlam = { noun = "a slam", clause = "something slams" }\n', 1
+        "[events]\n", '[events]\nSlam = { noun = "a slam", clause = "something slams", claim = "slams?" }\n', 1
     )
     assert text != path.read_text()
     path.write_text(text)

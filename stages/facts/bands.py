@@ -8,6 +8,10 @@ makes the word unsupported, not wrong.
 
 from __future__ import annotations
 
+from earmark.schemas.facts import banded
+
+RECORDING = ("loudness", "noise", "reverb", "bandwidth")  # the bands that describe the recording, in the notes' order
+
 # (word, low, high): the word when low <= value < high
 BANDS: dict[str, list[tuple[str, float, float]]] = {
     "loudness": [("quiet", -200.0, -26.0), ("loud", -20.0, 100.0)],  # LUFS
@@ -37,3 +41,13 @@ def word(band: str, value: float | None) -> str | None:
 
 def contradicts(band: str, claimed: str, value: float | None) -> bool:
     return value is not None and any(w == claimed and lo <= value < hi for w, lo, hi in CONTRADICTS[band])
+
+
+def fact_of(band: str) -> str:
+    """The fact type read in `band` (the fact-type registry, earmark.schemas.facts)."""
+    return banded()[band]
+
+
+def recording() -> list[tuple[str, str]]:
+    """(band, fact type) of the recording's bands, in the order the notes give them."""
+    return [(band, fact_of(band)) for band in RECORDING]

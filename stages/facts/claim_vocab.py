@@ -319,86 +319,9 @@ TIMES = (
     r"\d{4}s?|decade|century|birthday|party|wedding|festival|ceremony|celebration"
 )
 NUMBER = r"\b\d+(?:[.,]\d+)?\b|\b(?:two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|hundred)\b"
+# The named event classes a caption may claim are data: each row of prompts/evidence.toml [events] has its `claim`
+# words (earmark.stages.facts.events), read in the registry's order after KEY and before the genres.
 
-# The words that name an event class of the event tagger (AudioSet names; experts/probe/events.py, and a paper
-# tagger's labels mapped to them): an "event" claim whose value is the class, supported by a confident
-# `sound.event` fact of that class. Read before instruments and genres ("a car horn" is no brass, "a pop" no
-# genre) and before the coarse descriptors. A coarse descriptor never supports a class: "tonal" stood for "beeps"
-# once, and a check build's "beep" items were about a bird, a sawmill and a blizzard.
-EVENT_CLASSES: list[tuple[str, str]] = [
-    (r"applause|applaud\w*|clapping|claps|clapped", "Applause"),
-    (r"laugh\w*|giggl\w*|chuckl\w*", "Laughter"),
-    (r"crowds?|cheer\w*", "Crowd"),
-    (r"typing|types on (?:a |the )?keyboard|keyboard (?:clicks|clacking)|typewriters?", "Typing"),
-    (r"camera(?: shutter)?s?|shutters?", "Camera"),
-    (r"clock ticks?|ticking(?: clock)?|tick-tock|ticks", "Tick-tock"),
-    (r"clocks?", "Clock"),
-    (r"sirens?|wailing siren", "Siren"),
-    (r"alarms?(?: clock)?", "Alarm"),
-    (r"beeps?|beeping|bleeps?|bleeping|blips?", "Beep, bleep"),
-    (r"(?:car|truck|vehicle) horns?(?: honk\w*)?|horns? honk\w*|honk\w*|hooting", "Vehicle horn, car horn, honking"),
-    (r"door ?bells?", "Doorbell"),
-    (r"knock\w*", "Knock"),
-    (r"doors?|slam\w*", "Door"),
-    (r"bells?|tolling", "Bell"),
-    (r"chimes?|chiming", "Chime"),
-    (r"glass(?:es)?|clink\w*|shatter\w*", "Glass"),
-    (r"thunder\w*", "Thunder"),
-    (r"rain|rains|raining|rainfall|raindrops?|drizzl\w*", "Rain"),
-    (r"wind|winds|windy|gusts?|gusting", "Wind"),
-    (r"splash\w*|splatter\w*", "Splash, splatter"),
-    (r"(?:running |flowing )?water|streams?|rivers?|waves|trickl\w*|bubbl\w*|drip\w*|gurgl\w*", "Water"),
-    (r"(?:crackling )?fire|fireplace|campfire|flames?|crackl\w*", "Fire"),
-    (r"explosions?|explod\w*|blasts?|detonat\w*|booms?", "Explosion"),
-    (r"gunshots?|gunfire|guns?|gun fires|shots? (?:fired|ring out)|shooting|rifles?|pistols?", "Gunshot, gunfire"),
-    (r"footsteps?|foot ?steps|walking|walks|steps", "Walk, footsteps"),
-    (r"dogs?|bark\w*|woof\w*|pupp(?:y|ies)", "Dog"),
-    (r"cats?|meow\w*|miaow\w*|purr\w*|kittens?", "Cat"),
-    (r"cows?|cattle|moo|moos|mooing|bulls?", "Cattle, bovinae"),
-    (r"horses?|neigh\w*|whinn\w*|gallop\w*|hooves|hoofbeats?", "Horse"),
-    (r"chickens?|hens?|roosters?|cluck\w*", "Chicken, rooster"),
-    (r"pigs?|piglets?|oink\w*", "Pig"),
-    (r"sheep|bleat\w*|lambs?", "Sheep"),
-    (r"frogs?|croak\w*|toads?", "Frog"),
-    (r"ducks?|quack\w*", "Duck"),
-    (r"goose|geese", "Goose"),
-    (r"insects?|bees?|mosquito\w*|crickets?|cicadas?", "Insect"),
-    (r"birds?|birdsong|chirp\w*|tweet\w*|twitter\w*|owls?|seagulls?|gulls?|pigeons?|bird calls?", "Bird"),
-    (r"whoosh\w*|woosh\w*|swoosh\w*|swish\w*", "Whoosh, swoosh, swish"),
-    (r"thuds?|thudding|thump\w*", "Thump, thud"),
-    (r"helicopters?", "Helicopter"),
-    (r"aircraft|airplanes?|aeroplanes?|planes?|jets?", "Aircraft"),
-    (r"trains?|locomotives?", "Train"),
-    (r"motorcycles?|motorbikes?", "Motorcycle"),
-    (r"engines?|motors?|revving", "Engine"),
-    (r"cars?", "Car"),
-    (r"road vehicles?|traffic", "Motor vehicle (road)"),
-    (r"vehicles?", "Vehicle"),
-    (r"hammer\w*", "Hammer"),
-    (r"sawing|handsaws?", "Sawing"),
-    (r"chainsaws?", "Chainsaw"),
-    (r"coins?", "Coin (dropping)"),
-    (r"clicks?|clicking|clicked", "Clicking"),
-    (r"boings?|boinging", "Boing"),
-    (r"popping(?: sound)?|pops|bursts?|bursting", "Burst, pop"),
-    (r"clang\w*|clank\w*", "Clang"),
-    (r"dings?|dinging", "Ding"),
-    # groups of the ontology (YAMNet's back-off): a claim of a group is supported by a fact of any class under it
-    (r"farm animals?|livestock", "Livestock, farm animals, working animals"),
-    (r"wild animals?|wildlife", "Wild animals"),
-    (r"domestic animals?|pets?", "Domestic animals, pets"),
-    (r"animals?", "Animal"),
-    (r"fowl|poultry", "Fowl"),
-    (r"railways?|railroads?", "Rail transport"),
-    (r"liquids?|pouring", "Liquid"),
-    (r"mechanisms?|mechanical (?:sounds?|noises?|clicks?)", "Mechanisms"),
-    (r"household sounds?|home sounds?|domestic sounds?", "Domestic sounds, home sounds"),
-    (r"moving on foot|running|runs", "Human locomotion"),
-    (r"tools?|power tools?|drill\w*", "Tools"),
-    (r"wood(?:en)? (?:cracking|cracks|chopping)|chopping wood|chopped", "Wood"),
-    (r"impacts?|bangs?|banging|crash\w*|smash\w*", "Generic impact sounds"),
-    (r"thunderstorms?|storms?", "Thunderstorm"),
-]
 # A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
 # event claimed just before it, against that event's spans).
 MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"

@@ -307,12 +307,7 @@ def _sound_lines(p: Phrases, v: View) -> list[str]:
 def _recording_lines(p: Phrases, v: View) -> list[str]:
     r = p["recording"]
     lines = []
-    for band, fact in (
-        ("loudness", "levels.lufs"),
-        ("noise", "acoustics.snr_db"),
-        ("reverb", "acoustics.rt60_s"),
-        ("bandwidth", "acoustics.bandwidth_hz"),
-    ):
+    for band, fact in bands.recording():
         if (word := bands.word(band, v.num(fact))) is not None:
             lines.append(r[band][word])
     if (v.num("levels.clipping_ratio") or 0) > 0.001:

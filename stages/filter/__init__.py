@@ -64,6 +64,7 @@ def spec(cfg: Config, sbert_name: str) -> StageSpec:
         config=config,
         prompt_files=("evidence",),
         prompt_sha=request_sha(("evidence",), cfg.synthesize.prompt_dir),
+        prompt_dir=cfg.synthesize.prompt_dir,
     )
 
 

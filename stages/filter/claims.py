@@ -24,12 +24,14 @@ evidence supports.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from functools import cache
 
 from earmark.schemas.evidence import ClipEvidence
-from earmark.stages.facts import bands, claim_vocab
+from earmark.stages.facts import bands, claim_vocab, events
+from earmark.stages.facts.events import EventClass, registry
 from earmark.stages.facts.render import QUOTE_CONFIDENCE
 
 SUPPORTED, UNSUPPORTED, CONTRADICTED = "supported", "unsupported", "contradicted"
@@ -115,10 +117,15 @@ _TABLES: list[tuple[re.Pattern[str], str, str]] = [
     )
     for rx, t, v in table
 ]
-_LATE: list[tuple[re.Pattern[str], str, str]] = [
+_BEFORE_EVENTS: list[tuple[re.Pattern[str], str, str]] = [
     (_words(claim_vocab.LANGUAGE), "language", ""),
     (re.compile(claim_vocab.KEY), "key", ""),
-    *[(_words(rx), "event", cls) for rx, cls in claim_vocab.EVENT_CLASSES],
+]
+# The named event classes come next, from the registry (evidence.toml [events], earmark.stages.facts.events): read
+# before instruments and genres ("a car horn" is no brass, "a pop" no genre) and before the coarse descriptors. A
+# coarse descriptor never supports a class: "tonal" stood for "beeps" once, and a check build's "beep" items were
+# about a bird, a sawmill and a blizzard.
+_AFTER_EVENTS: list[tuple[re.Pattern[str], str, str]] = [
     (_words(claim_vocab.GENRES), "genre", ""),
     (_words(claim_vocab.INSTRUMENTS), "instrument", ""),
     (_words(claim_vocab.MOODS), "mood", ""),
@@ -131,6 +138,18 @@ _LATE: list[tuple[re.Pattern[str], str, str]] = [
     (re.compile(claim_vocab.MOMENT), "moment", ""),
     (re.compile(claim_vocab.NUMBER), "number", ""),
 ]
+
+
+def _reading_order(classes: Mapping[str, EventClass] | None) -> list[tuple[re.Pattern[str], str, str]]:
+    """Every claim pattern in reading order, the registry's event classes in theirs (`classes`: a registry
+    already read; None: the one of the prompt directory in use)."""
+    rows = registry() if classes is None else classes
+    return _with_events(tuple((c.name, c.claim) for c in rows.values()))
+
+
+@cache
+def _with_events(rows: tuple[tuple[str, str], ...]) -> list[tuple[re.Pattern[str], str, str]]:
+    return [*_TABLES, *_BEFORE_EVENTS, *[(_words(rx), "event", cls) for cls, rx in rows], *_AFTER_EVENTS]
 
 
 def negated_items(low: str) -> list[tuple[int, int]]:
@@ -196,8 +215,9 @@ def _topic_here(text: str, start: int) -> bool:
     return bool(_TOPIC_BEFORE.search(before[cut:]))
 
 
-def extract(text: str) -> list[ExtractedClaim]:
-    """Every claim in `text`, in order; a span is read by the first table that matches it."""
+def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[ExtractedClaim]:
+    """Every claim in `text`, in order; a span is read by the first table that matches it (`classes`: the event
+    registry, default the prompt directory's)."""
     low = text.lower()
     taken = [False] * len(low)
     out: list[ExtractedClaim] = []
@@ -217,7 +237,7 @@ def extract(text: str) -> list[ExtractedClaim]:
         take(m.start(), m.end(), "absence", "speech")
     items = negated_items("".join(" " if t else ch for ch, t in zip(low, taken, strict=True)))  # not in quotes
     scoped: dict[int, int] = {}  # claim start → the negated list item it is in
-    for rx, type_, value in (*_TABLES, *_LATE):
+    for rx, type_, value in _reading_order(classes):
         for m in rx.finditer(low):
             a, b = m.start(), m.end()
             if not free(a, b):
@@ -431,18 +451,10 @@ def event_spans(ev: ClipEvidence, thr: float, cls: str | None = None) -> list[tu
     return out
 
 
-def _under(cls: str) -> set[str]:
-    """The class and every class under it in the AudioSet ontology: "an animal" holds where a dog is heard, "a dog"
-    does not where only an animal is."""
-    from earmark.experts.yamnet.events import ontology
-
-    return ontology().subtree(cls) | {cls}
-
-
 def _event(e: _Evidence, v: str) -> Judgement:
     if (j := _needs(e, "sound")) is not None and not (v.startswith(VOCAL) and e.content("speech") == "present"):
         return j
-    under = _under(v)
+    under = events.under(v)  # "an animal" holds where a dog is heard, "a dog" does not where only an animal is
     if spans := [s for s in event_spans(e.ev, e.thr) if s[0] in under]:
         return _j(SUPPORTED, f"sound.event={spans[0][0]}@{spans[0][1]:g}-{spans[0][2]:g}")
     if _tag_support(e, "sound_tags.clip", v.split(",")[0].lower()):  # a paper tagger's own label for it
@@ -570,16 +582,8 @@ def _descriptor(e: _Evidence, t: str, v: str) -> Judgement:
     return _j(UNSUPPORTED, None, f"no expert can confirm a sound is {v}-like (the coarse sound tags were wrong)")
 
 
-_MEASURED = {
-    "loudness": "levels.lufs",
-    "noise": "acoustics.snr_db",
-    "reverb": "acoustics.rt60_s",
-    "bandwidth": "acoustics.bandwidth_hz",
-}
-
-
 def _measured(e: _Evidence, t: str, v: str) -> Judgement:
-    fact = _MEASURED[t]
+    fact = bands.fact_of(t)
     x = e.num(fact)
     return _band(x, fact, bands.word(t, x) == v, bands.contradicts(t, v, x), t)
 
@@ -628,7 +632,7 @@ _JUDGES: dict[str, Callable[[_Evidence, str, str], Judgement]] = {
     "event": lambda e, t, v: _event(e, v),
     "moment": lambda e, t, v: _moment(e, v),
     "descriptor": _descriptor,
-    **dict.fromkeys(_MEASURED, _measured),
+    **dict.fromkeys(bands.RECORDING, _measured),
     "clipping": _clipping,
     "quality": _quality,
     "number": _unmeasured("a number no expert measured"),

@@ -60,13 +60,13 @@ def _fold(word: str) -> str:
 @cache
 def english_words() -> frozenset[str]:
     """pyspellchecker's English word list (~160,000 words with their inflections; a core dependency, read
-    offline), the words of the event classes and music tags the experts report, and the project's own words that
+    offline), the words of the event tagger's classes and the music tags the experts report, and the project's own words that
     list lacks (`claim_vocab.WORDS`: "narrowband", "untranscribed", "chiptune", …)."""
     from spellchecker import SpellChecker  # here: only this check needs its list
 
     words = {_fold(w) for w in SpellChecker(language="en", distance=1).word_frequency.dictionary}
     names = [c["name"] for c in load_classes()["classes"]] + [t["tag"] for t in load_tag_file()["tags"]]
-    names += [cls for _, cls in claim_vocab.EVENT_CLASSES] + list(claim_vocab.WORDS)
+    names += list(claim_vocab.WORDS)  # the registry's event class words are all in these (tests/test_fact_registry)
     words |= {w for n in names for w in re.findall(r"[a-z]+", _fold(n))}
     return frozenset(words)
 

@@ -94,6 +94,7 @@ def spec(
         config=config,
         prompt_files=files,
         prompt_sha=request_sha(files, cfg.prompt_dir, _schemas(item)),
+        prompt_dir=cfg.prompt_dir,
     )
 
 

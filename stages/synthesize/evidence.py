@@ -2,7 +2,7 @@
 
 Every fact carries a confidence: the expert's own probability where it gives one (tagger, gender, key,
 tempo after the octave check, transcript from word probabilities and the hallucination check), and a
-fixed, documented confidence for measurements (`MEASURED`). Renderers and the claim audit use only facts
+fixed, documented confidence for measurements (the fact-type registry, earmark.schemas.facts). Renderers and the claim audit use only facts
 whose confidence reaches `[evidence] min_confidence`; the others stay in the table, visibly unconfident.
 Speech, music and sound-event presence is stricter: the domain code's verdict on a content is a fact
 ("present" / "absent") only when its calibrated probability reaches `[evidence] presence_confidence`,
@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from earmark.core.config import EvidenceSection
 from earmark.schemas.evidence import ClipEvidence, Fact
+from earmark.schemas.facts import fact_type, measured_confidence
 from earmark.schemas.records import Clip, LabelProb
 from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.facts import bands
@@ -52,27 +53,6 @@ MAX_LIST = 12  # list fields of generically included tables are cut to this many
 # groups whose precision was measured on labelled DEV packages state events (earmark.experts.yamnet.events).
 NOT_IN_EVIDENCE: frozenset[str] = frozenset()
 LINEAGE = {"clip_id", "expert", "expert_version", "backend"}
-# Confidence of a measurement, by fact type prefix: how far its number can be trusted as a description of the
-# clip (DSP levels are exact; blind reverberation and SNR estimates are not; a heuristic clustering less so).
-MEASURED = {
-    "levels.": 1.0,
-    "speech.seconds": 0.9,
-    "speech.ratio": 0.9,
-    "speech.segments": 0.9,
-    "quality.": 0.8,
-    "acoustics.bandwidth_hz": 0.9,
-    "acoustics.snr_db": 0.8,
-    "acoustics.rt60_s": 0.7,
-    "acoustics.drr_db": 0.5,
-    "acoustics.plcmos": 0.7,
-    "music.beats": 0.8,
-    "music.beat_strength": 0.8,
-    "music.harmonic_ratio": 0.8,
-    "music.loudness_range_db": 0.9,
-    "separation.": 0.8,
-    "speaker.speech_s": 0.8,
-    "speaker.pitch_median_hz": 0.8,
-}
 ONE_SIDED_CONFIDENCE = 0.3  # a blind room estimate on a clip with music or events: perhaps not the room
 ONE_SPEAKER_CONFIDENCE, MORE_SPEAKERS_CONFIDENCE = 0.75, 0.65  # Resemblyzer clustering on ≤ 10 s
 # The count, checked against pitch (speaker_count_confidence): two diarized voices are two when each has speech
@@ -122,9 +102,10 @@ def evidence_tables(expert_refs: Mapping[str, T]) -> dict[str, T]:
 
 
 def spec(expert_tables: Sequence[str], cfg: EvidenceSection, prompt_dir: Path | None = None) -> StageSpec:
-    """The evidence stage reads one prompt file, `evidence.toml`, for its `[events]` class list (the classes an
-    AudioSet tagger's labels may state): it is declared, and only that list is hashed into the key, so editing
-    the file's phrases re-runs what renders them, not the evidence."""
+    """The evidence stage reads one prompt file, `evidence.toml`, for its `[events]` registry (the classes an
+    AudioSet tagger's labels may state, and how a label maps to them): it is declared, and only that part is
+    hashed into the key, so editing the file's phrases or claim words re-runs what renders or audits them, not the
+    evidence."""
     return StageSpec(
         "evidence",
         EVIDENCE_VERSION,
@@ -132,6 +113,7 @@ def spec(expert_tables: Sequence[str], cfg: EvidenceSection, prompt_dir: Path | 
         writes=("evidence",),
         prompt_files=("evidence",),
         prompt_sha=event_classes_sha(prompt_dir),
+        prompt_dir=prompt_dir,
         config={**cfg.model_dump(), "yamnet_policy": yamnet_policy_sha()},
     )
 
@@ -151,7 +133,14 @@ def yamnet_policy_sha() -> str:
 
 
 def event_classes_sha(prompt_dir: Path | None = None) -> str:
-    return hashlib.sha256("\n".join(event_classes(prompt_dir)).encode()).hexdigest()[:16]
+    """A sha over what of the registry the evidence depends on: each class, whether it is a group, the AudioSet
+    labels it settles."""
+    from earmark.prompts import load_phrases
+    from earmark.stages.facts.events import registry
+
+    rows = registry(load_phrases("evidence", prompt_dir)).values()
+    blob = "\n".join(sorted(f"{c.name}|{int(c.group)}|{','.join(c.audioset)}" for c in rows))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def _r(x: float | None, nd: int = 3) -> float | None:
@@ -159,7 +148,10 @@ def _r(x: float | None, nd: int = 3) -> float | None:
 
 
 def measured(type_: str) -> float | None:
-    return next((c for prefix, c in MEASURED.items() if type_.startswith(prefix)), None)
+    """A measurement's fixed confidence, from the fact-type registry (earmark.schemas.facts): how far its number
+    can be trusted as a description of the clip (DSP levels are exact; blind reverberation and SNR estimates are
+    not)."""
+    return measured_confidence(type_)
 
 
 class _Facts:
@@ -177,10 +169,14 @@ class _Facts:
         *,
         subject: str | None = None,
         confidence: float | None = None,
+        generic: bool = False,
     ) -> None:
+        """One fact. Its type must be in the registry (a typo raises UnknownFactType), but for a `generic` one: a
+        field of an expert table this module does not know, kept as `<table>.<field>` without a confidence."""
+        row = None if generic else fact_type(type_)
         if number is None and value is None:
             return
-        conf = confidence if confidence is not None else measured(type_)
+        conf = confidence if confidence is not None or row is None else row.confidence
         self.facts.append(
             Fact(
                 type=type_,
@@ -447,14 +443,16 @@ def _events(f: _Facts, tags: Any, prompt_dir: Path | None = None) -> bool:
     policy = event_policy(tags.label_set, prompt_dir)
     if policy is None:
         return False
-    from earmark.experts.paper.audioset import event_class
+    from earmark.prompts import load_phrases
+    from earmark.stages.facts.events import audioset_class, registry
 
+    classes = registry(load_phrases("evidence", prompt_dir)) if tags.label_set.startswith("audioset") else {}
     runs: dict[str, list[list[float]]] = {}  # class -> [start, end, best p] runs of consecutive windows
     for w in tags.windows:
         best: dict[str, float] = {}
         for lp in w.tags:
-            cls = event_class(lp.label, policy.keys())
-            if cls is not None and lp.prob >= policy[cls][0]:
+            cls = audioset_class(lp.label, classes) if classes else lp.label
+            if cls in policy and lp.prob >= policy[cls][0]:
                 best[cls] = max(best.get(cls, 0.0), lp.prob)
         for cls, p in best.items():
             run = runs.setdefault(cls, [])
@@ -602,16 +600,16 @@ def tag_groups() -> dict[str, str]:
 def _generic(f: _Facts, rec: BaseModel, table: str) -> None:
     for name, value in rec.model_dump(exclude=LINEAGE).items():
         if isinstance(value, bool):
-            f.add(rec, f"{table}.{name}", float(value))
+            f.add(rec, f"{table}.{name}", float(value), generic=True)
         elif isinstance(value, (int, float)):
-            f.add(rec, f"{table}.{name}", round(float(value), 4))
+            f.add(rec, f"{table}.{name}", round(float(value), 4), generic=True)
         elif isinstance(value, str):
-            f.add(rec, f"{table}.{name}", value=value[:500])
+            f.add(rec, f"{table}.{name}", value=value[:500], generic=True)
         elif isinstance(value, list):
             for item in value[:MAX_LIST]:
                 if isinstance(item, dict) and {"label", "prob"} <= set(item):
                     p = round(float(item["prob"]), 3)
-                    f.add(rec, f"{table}.{name}", p, str(item["label"]), confidence=p)
+                    f.add(rec, f"{table}.{name}", p, str(item["label"]), confidence=p, generic=True)
 
 
 def _record(clip: Clip, domain: str, facts: list[Fact]) -> ClipEvidence:
@@ -652,7 +650,7 @@ def evidence_of(
     number, a text, or {label: probability}; `subject@type` keys set a subject ("S1@speaker.gender"). The
     content facts follow the domain code (probability 0.95 present / 0.05 absent unless `probs`, "uncertain"
     below `presence_confidence`, as in `build_evidence`); a value
-    given as (number_or_text, confidence) sets the confidence, otherwise measurements get `MEASURED`'s."""
+    given as (number_or_text, confidence) sets the confidence, otherwise measurements get the registry's."""
     facts = []
     for idx, content in enumerate(("speech", "music", "sound_events")):
         present = domain[idx] != "0"

@@ -150,15 +150,7 @@ def _sound(v: View, w: dict, when: Any) -> dict[str, Any] | None:
 
 
 def _environment(v: View, w: dict, when: Any) -> dict[str, Any] | None:
-    facts = {
-        band: bands.word(band, v.num(fact))
-        for band, fact in (
-            ("loudness", "levels.lufs"),
-            ("noise", "acoustics.snr_db"),
-            ("reverb", "acoustics.rt60_s"),
-            ("bandwidth", "acoustics.bandwidth_hz"),
-        )
-    }
+    facts = {band: bands.word(band, v.num(fact)) for band, fact in bands.recording()}
     if not any(facts.values()):
         return None
     return {band: w[band].get(word) for band, word in facts.items()} | {"subject": _subject(v, w, when)}

@@ -65,12 +65,7 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     facts["instruments"] = " and ".join(mu.get("instruments") or []) or None
     facts |= {"genre": mu.get("genre"), "mood": mu.get("mood")}
     facts["beat"] = mu.get("beat") or None
-    for band, fact in (
-        ("loudness", "levels.lufs"),
-        ("noise", "acoustics.snr_db"),
-        ("reverb", "acoustics.rt60_s"),
-        ("bandwidth", "acoustics.bandwidth_hz"),
-    ):
+    for band, fact in bands.recording():
         facts[band] = bands.word(band, v.num(fact))
     facts["narrowband"] = facts["bandwidth"] == "narrow" or None
     return facts
