@@ -322,6 +322,44 @@ NUMBER = r"\b\d+(?:[.,]\d+)?\b|\b(?:two|three|four|five|six|seven|eight|nine|ten
 # The named event classes a caption may claim are data: each row of prompts/evidence.toml [events] has its `claim`
 # words (earmark.stages.facts.events), read in the registry's order after KEY and before the genres.
 
+# Where in the clip something is heard (evidence.toml [when]'s keys): read after the presence words and the event
+# classes, and attached to the nearest content or event claim before it in its sentence (after it where none is
+# before: "Throughout the clip, music plays"); the audit compares the region with the one the renderer computes
+# from the same facts (earmark.stages.facts.render.when_region). Longer phrases first: "throughout the first part"
+# is the first part, not throughout.
+_OF_CLIP = r"(?: of (?:the|this) (?:clip|recording|audio|track|excerpt|sample))?"
+WHEN: list[tuple[str, str, str]] = [
+    (
+        r"(?:in|through(?:out)?|during|for|over|across) the (?:first|early|earlier|opening|initial) (?:part|half|"
+        r"portion|section|stretch|seconds)" + _OF_CLIP,
+        "when",
+        "early",
+    ),
+    (
+        r"(?:in|through(?:out)?|during|for|over|across) the (?:later|latter|second|last|final|closing) (?:part|half|"
+        r"portion|section|stretch|seconds)" + _OF_CLIP,
+        "when",
+        "late",
+    ),
+    (r"(?:for|during|through(?:out)?) (?:most|much) of the (?:clip|recording|audio|track|time)", "when", "most"),
+    (
+        r"throughout(?: the (?:whole |entire )?(?:clip|recording|audio|track|excerpt))?|(?:for|during|across|"
+        r"through) the (?:whole|entire) (?:clip|recording|audio|track|time)|from (?:the )?(?:start|beginning) to "
+        r"(?:the )?(?:end|finish)|all the way through",
+        "when",
+        "throughout",
+    ),
+    (r"(?:near|at|towards?) the (?:very )?(?:start|beginning|opening)" + _OF_CLIP, "when", "start"),
+    (r"(?:near|at|towards?) the (?:very )?end" + _OF_CLIP, "when", "end"),
+    (r"in the middle" + _OF_CLIP + r"|midway(?: through)?" + _OF_CLIP, "when", "middle"),
+    (
+        r"at several (?:moments|points|times)|at (?:various|different|multiple) (?:moments|points|times)|"
+        r"(?:several|multiple) times|intermittently|now and (?:then|again)|on and off",
+        "when",
+        "several",
+    ),
+]
+
 # A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
 # event claimed just before it, against that event's spans).
 MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"

@@ -102,7 +102,21 @@ def when_phrase(
     whole: str | None = "throughout",
     partial: bool = True,
 ) -> str | None:
-    """Where in the clip something is heard, in words a listener can check.
+    """Where in the clip something is heard, in the words of evidence.toml's `[when]` (`when_region`)."""
+    region = when_region(spans, duration, windowed=windowed, whole=whole, partial=partial)
+    return None if region is None else p["when"][region]
+
+
+def when_region(
+    spans: list[tuple[float, float]],
+    duration: float,
+    *,
+    windowed: bool = True,
+    whole: str | None = "throughout",
+    partial: bool = True,
+) -> str | None:
+    """Where in the clip something is heard, as a `[when]` key a listener can check (REGIONS); the claim audit
+    compares an item's timing words with the same keys.
 
     `windowed` spans are the tagger's 2 s windows: a window says the thing is audible somewhere inside it, not
     for how long, so "throughout" needs every window, a run of windows is shrunk by half a window at each edge
@@ -116,11 +130,10 @@ def when_phrase(
     """
     if not spans or duration <= 0:
         return None
-    w = p["when"]
     runs = merged(spans, EDGE_S if windowed else PAUSE_S)
     if windowed:
         if len(runs) == 1 and runs[0][0] <= EDGE_S and runs[0][1] >= duration - EDGE_S:
-            return w[whole] if whole is not None else None
+            return whole
         if not partial:
             return None
         half = min(b - a for a, b in spans) / 2
@@ -128,18 +141,16 @@ def when_phrase(
     else:
         covered = sum(b - a for a, b in runs)
         if covered >= THROUGHOUT * duration:
-            return w["throughout"]
+            return "throughout"
     if len(runs) > 1:
-        return w["several"]
+        return "several"
     a, b = runs[0]
     if not windowed and b - a >= MOST * duration:
-        return w["most"]
+        return "most"
     first, last = (min(2, int(3 * t / duration)) for t in (a, max(a, b - EDGE_S)))
     if (first, last) == (0, 2):
-        return w["most"] if windowed else (w["start"], w["middle"], w["end"])[min(2, int(1.5 * (a + b) / duration))]
-    return {(0, 0): w["start"], (1, 1): w["middle"], (2, 2): w["end"], (0, 1): w["early"], (1, 2): w["late"]}[
-        (first, last)
-    ]
+        return "most" if windowed else ("start", "middle", "end")[min(2, int(1.5 * (a + b) / duration))]
+    return {(0, 0): "start", (1, 1): "middle", (2, 2): "end", (0, 1): "early", (1, 2): "late"}[(first, last)]
 
 
 def _agree(vad: list[tuple[float, float]], windows: list[tuple[float, float]], tol: float = 0.5) -> bool:
@@ -153,6 +164,12 @@ def _agree(vad: list[tuple[float, float]], windows: list[tuple[float, float]], t
 
 
 def speech_when(p: Phrases, v: View) -> str | None:
+    """When speech is heard, in words (`speech_region`)."""
+    region = speech_region(v)
+    return None if region is None else p["when"][region]
+
+
+def speech_region(v: View) -> str | None:
     """When speech is heard, from the VAD's segments, said only when the tagger's speech windows (a second,
     independent view of the same clip) put it in the same places: Silero misses quiet or distant speech and
     then says "near the start" of a clip spoken throughout. Without tagger windows (a heuristic domain
@@ -160,13 +177,30 @@ def speech_when(p: Phrases, v: View) -> str | None:
     two with it: under a helicopter or a gunshot Silero drops parts of one long turn (a fresh build's clip
     spoken from 0.5 s to 9.1 s with pauses under 0.7 s got four VAD segments 1-2 s apart)."""
     spans = [tuple(float(x) for x in f.subject.split("-")) for f in v.ev.all("speech.segment") if f.subject]
-    vad = when_phrase(p, spans, v.ev.duration_s, windowed=False)
+    vad = when_region(spans, v.ev.duration_s, windowed=False)
     if vad is None or not any(True for _ in v.ev.all("content.window")):
         return vad
     windows = v.windows({"speech"})
-    if vad == p["when"]["several"] and len(merged(windows, EDGE_S)) < 2:
+    if vad == "several" and len(merged(windows, EDGE_S)) < 2:
         return None
     return vad if _agree(spans, windows) else None
+
+
+def music_region(v: View) -> str | None:
+    """When music is heard: "throughout" where every window holds it, else nothing (a bed under rain loses
+    windows to the rain, and "in the first part" would be false)."""
+    return when_region(v.windows({"music"}), v.ev.duration_s, partial=False)
+
+
+def sound_region(v: View) -> str | None:
+    """When other sounds are heard, from the presence head's sound windows; nothing where all are lit."""
+    return when_region(v.windows(SOUND_LABELS), v.ev.duration_s, whole=None)
+
+
+def event_region(v: View, classes: set[str]) -> str | None:
+    """When the confident named events of `classes` are heard (a run over the whole clip is "most")."""
+    spans = [s for h in heard_events(v) if h.cls in classes for s in h.spans]
+    return when_region(spans, v.ev.duration_s, whole="most")
 
 
 # A quote states exact words: only phrases this sure (evidence.QUOTE_CALIBRATION) are quoted, by the rules and to
@@ -256,8 +290,8 @@ def _music_lines(p: Phrases, v: View) -> list[str]:
     if v.content("music") != "present":
         return []
     lines = []
-    if (when := when_phrase(p, v.windows({"music"}), v.ev.duration_s, partial=False)) is not None:
-        lines.append(m["heard"].format(when=when))
+    if (region := music_region(v)) is not None:
+        lines.append(m["heard"].format(when=p["when"][region]))
     harm = v.num("music.harmonic_ratio")
     if harm is not None:
         lines.append(m["texture"]["sustained" if harm >= 0.8 else "percussive" if harm < 0.4 else "mixed"])
@@ -287,8 +321,8 @@ def _sound_lines(p: Phrases, v: View) -> list[str]:
     if v.content("sound_events") != "present":
         return []
     lines = []
-    if (when := when_phrase(p, v.windows(SOUND_LABELS), v.ev.duration_s, whole=None)) is not None:
-        lines.append(s["heard"].format(when=when))
+    if (region := sound_region(v)) is not None:
+        lines.append(s["heard"].format(when=p["when"][region]))
     named = [e for e in heard_events(v) if e.cls in p["events"]]
     for e in named:
         at = s["at"].format(t=e.at) if len(e.spans) == 1 and e.spans[0][1] - e.spans[0][0] <= 4 else None

@@ -32,7 +32,7 @@ from functools import cache
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.facts import bands, claim_vocab, events
 from earmark.stages.facts.events import EventClass, registry
-from earmark.stages.facts.render import QUOTE_CONFIDENCE
+from earmark.stages.facts.render import QUOTE_CONFIDENCE, View, event_region, music_region, sound_region, speech_region
 
 SUPPORTED, UNSUPPORTED, CONTRADICTED = "supported", "unsupported", "contradicted"
 CONTENT = {"speech": "speech", "music": "music", "sound": "sound_events"}
@@ -106,6 +106,7 @@ def _words(rx: str) -> re.Pattern[str]:
 _TABLES: list[tuple[re.Pattern[str], str, str]] = [
     (_words(rx), t, v)
     for table in (
+        claim_vocab.WHEN,
         claim_vocab.CHANGES,
         claim_vocab.PITCH,
         claim_vocab.PRESENCE[:1],
@@ -245,7 +246,7 @@ def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[
             item = next((k for k, (s, e) in enumerate(items) if s <= a < e), None)
             negated = item is not None or bool(_ABSENT_AFTER.match(low[b:]))
             t, v = type_, value or m.group(0)
-            if t == "silence" and negated:
+            if t in ("silence", "when") and negated:
                 continue
             if t in ("tempo", "moment") and value in ("bpm", ""):
                 v = m.group(1)
@@ -272,7 +273,7 @@ def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[
             a, b = m.start(), m.end()
             if a > 0 and free(a, b) and m.group(0) not in NOT_NAMES:
                 take(a, b, "name", m.group(0))
-    return _moments_of_events(text, sorted(out, key=lambda c: c.start))
+    return _when_of_claims(text, _moments_of_events(text, sorted(out, key=lambda c: c.start)))
 
 
 def _moments_of_events(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
@@ -286,6 +287,34 @@ def _moments_of_events(text: str, claims: list[ExtractedClaim]) -> list[Extracte
         between = text[prev.start + len(prev.span) : c.start]
         if len(between) <= 40 and not re.search(r"[.;!?]|\bthen\b|\band\b", between):
             out[i] = ExtractedClaim(c.type, f"{c.value}@{prev.value}", c.span, c.start)
+    return out
+
+
+def _when_of_claims(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
+    """A timing phrase ("in the first part of the clip") is about the nearest content or named event claimed
+    before it in its sentence, else the nearest after it: its value becomes "early@music", "most@Dog". One that
+    is about nothing claimed is dropped (it states nothing the audit can check)."""
+    sentence = [0] * len(text)
+    k = 0
+    for i, ch in enumerate(text):
+        sentence[i] = k
+        k += ch in ".;!?"
+    out: list[ExtractedClaim] = []
+    for c in claims:
+        if c.type != "when":
+            out.append(c)
+            continue
+        same = [
+            o
+            for o in claims
+            if sentence[o.start] == sentence[c.start]
+            and ((o.type == "presence" and o.value in CONTENT) or (o.type == "event" and o.value))
+        ]
+        before = [o for o in same if o.start < c.start]
+        after = [o for o in same if o.start > c.start]
+        about = before[-1] if before else (after[0] if after else None)
+        if about is not None:
+            out.append(ExtractedClaim("when", f"{c.value}@{about.value}", c.span, c.start))
     return out
 
 
@@ -462,6 +491,42 @@ def _event(e: _Evidence, v: str) -> Judgement:
     return _j(UNSUPPORTED, None, f"no expert heard the sound source '{v}'")
 
 
+THIRDS = {"start": {0}, "middle": {1}, "end": {2}, "early": {0, 1}, "late": {1, 2}}  # the clip in thirds
+WHOLE = ("throughout", "most")
+
+
+def _when(e: _Evidence, v: str) -> Judgement:
+    """A timing claim against the region the renderer computes from the same facts (render.when_region): the
+    same region, or one inside the other, holds; a part of the clip for what is heard throughout (fresh5: "music
+    through the first part" of music in every window), "throughout" or "at several moments" for what is heard
+    in one part or one continuous run, and disjoint parts contradict; a region no expert gives is unsupported."""
+    region, _, what = v.partition("@")
+    view = View(e.ev, e.thr)
+    if what in CONTENT:
+        if e.content(what) != "present":
+            return _j(UNSUPPORTED, None, f"{what} is not surely present, so not placed in time")
+        heard = {"speech": speech_region, "music": music_region, "sound": sound_region}[what](view)
+    else:
+        heard = event_region(view, events.under(what))
+    fact = f"when:{what}={heard}"
+    if heard is None:
+        return _j(UNSUPPORTED, None, f"no expert places the {what} {region} in the clip")
+    if region == heard or (region == "most" and heard == "throughout"):
+        return _j(SUPPORTED, fact)
+    if region in THIRDS and heard in THIRDS:
+        a, b = THIRDS[region], THIRDS[heard]
+        if a <= b or b <= a:
+            return _j(SUPPORTED, fact)
+        return _j(CONTRADICTED if not a & b else UNSUPPORTED, fact, f"heard {heard}, not {region}")
+    wrong = (
+        (region == "several" and heard in WHOLE)
+        or (region == "throughout" and heard in (*THIRDS, "several"))
+        or (region in THIRDS and heard == "throughout")
+        or (region == "most" and heard in ("start", "middle", "end"))
+    )
+    return _j(CONTRADICTED if wrong else UNSUPPORTED, fact, f"heard {heard}, not {region}")
+
+
 MOMENT_TOLERANCE_S = 1.0  # events are found per 2 s window: "at about 2 s" holds for a span from 1 s to 3 s
 
 
@@ -631,6 +696,7 @@ _JUDGES: dict[str, Callable[[_Evidence, str, str], Judgement]] = {
     "beat": _beat,
     "event": lambda e, t, v: _event(e, v),
     "moment": lambda e, t, v: _moment(e, v),
+    "when": lambda e, t, v: _when(e, v),
     "descriptor": _descriptor,
     **dict.fromkeys(bands.RECORDING, _measured),
     "clipping": _clipping,
