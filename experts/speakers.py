@@ -10,10 +10,16 @@ over that speaker's turns give:
   semitones) and loudness spread; valence (happy vs angry) is not observable this way.
 - accent: always empty: it cannot be estimated offline, and is never guessed.
 Every profile says so in `method`. The paper profile has model-based classifiers for the same slots.
+
+Each voice (the VAD segments grouped by pitch) also gets a second opinion on its gender from a model that
+listens rather than measures: EfficientAT mn04's AudioSet classes "Male speech, man speaking" and "Female speech,
+woman speaking" over that voice's segments (`voice_gender_check`; YAMNet has no gender classes). The evidence
+states a gender only where pitch and that opinion agree (earmark.stages.synthesize.evidence.calibrated_gender).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +27,7 @@ import numpy as np
 
 from earmark.experts.audio import samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
+from earmark.experts.efficientat.model import WEIGHTS_SHA256
 from earmark.schemas.records import (
     Diarization,
     LabelProb,
@@ -46,6 +53,31 @@ VOICE_GAP_ST, MIN_VOICE_S, MIN_SEGMENT_FRAMES = 5.0, 0.5, 8
 # A segment whose median pitch is above what voices speak at is no voice (an alarm's 422 Hz beep, called speech by
 # the VAD, made a second "voice" on the check set).
 MAX_VOICE_HZ = 350.0
+# The gender second opinion needs this much of a voice's audio (mn04 sees 10 ms frames; a word is enough).
+MIN_CHECK_S = 0.5
+MALE_SPEECH, FEMALE_SPEECH = "Male speech, man speaking", "Female speech, woman speaking"
+
+
+@functools.cache
+def _mn04() -> tuple[Any, int, int]:
+    """EfficientAT mn04 (loaded once per process, weights checked by sha256) and its two gender classes."""
+    from earmark.experts.efficientat.model import Mn04, labels
+
+    names = labels()
+    return Mn04(), names.index(MALE_SPEECH), names.index(FEMALE_SPEECH)
+
+
+def voice_gender_check(x_16k: np.ndarray) -> list[LabelProb]:
+    """mn04's P(male speech) and P(female speech) for one voice's audio (16 kHz, upsampled to the 32 kHz the
+    model takes; the band above 8 kHz stays empty, as in telephone speech); [] under MIN_CHECK_S."""
+    if len(x_16k) < MIN_CHECK_S * SAMPLE_RATE:
+        return []
+    from scipy.signal import resample_poly
+
+    model, male, female = _mn04()
+    z = model.logits(resample_poly(np.asarray(x_16k, np.float32), 2, 1).astype(np.float32))
+    p = 1.0 / (1.0 + np.exp(-z[[male, female]].astype(np.float64)))
+    return [LabelProb(label="male", prob=round(float(p[0]), 4)), LabelProb(label="female", prob=round(float(p[1]), 4))]
 
 
 def _sigmoid(z: float) -> float:
@@ -109,41 +141,50 @@ def voice_labels(f0: np.ndarray, level_db: np.ndarray) -> dict[str, Any]:
     }
 
 
-def voice_groups(f0: np.ndarray, times: np.ndarray, segments: Sequence[Any]) -> list[VoicePitch]:
+def voice_groups(
+    f0: np.ndarray, times: np.ndarray, segments: Sequence[Any], x: np.ndarray | None = None
+) -> list[VoicePitch]:
     """The clip's speech segments grouped by median pitch: one group, or two when their pitches lie
-    `VOICE_GAP_ST` apart — two voices the diarization may have merged (or one it split, when one group)."""
+    `VOICE_GAP_ST` apart — two voices the diarization may have merged (or one it split, when one group). With
+    the clip's samples `x` (16 kHz), each voice gets mn04's gender opinion over its segments."""
     segs = []
     for seg in segments:
         hz = f0[(times >= seg.start_s) & (times < seg.end_s)]
         hz = hz[np.isfinite(hz) & (hz > FMIN * 1.05)]
         if len(hz) >= MIN_SEGMENT_FRAMES and np.median(hz) <= MAX_VOICE_HZ:
-            segs.append((float(np.log2(np.median(hz))), hz))
+            segs.append((float(np.log2(np.median(hz))), hz, (seg.start_s, seg.end_s)))
     if not segs:
         return []
     segs.sort(key=lambda s: s[0])
     gaps = [12 * (b[0] - a[0]) for a, b in zip(segs, segs[1:])]
     cut = int(np.argmax(gaps)) + 1 if gaps and max(gaps) >= VOICE_GAP_ST else len(segs)
     groups = [segs[:cut], segs[cut:]] if cut < len(segs) else [segs]
-    voiced = [sum(len(hz) for _, hz in g) * HOP / SAMPLE_RATE for g in groups]
+    voiced = [sum(len(hz) for _, hz, _ in g) * HOP / SAMPLE_RATE for g in groups]
     if len(groups) == 2 and min(voiced) < MIN_VOICE_S:  # a side too thin to be a voice: one group after all
         groups, voiced = [segs], [sum(voiced)]
     out = []
     for g, s in zip(groups, voiced):
-        med = float(np.median(np.concatenate([hz for _, hz in g])))
+        med = float(np.median(np.concatenate([hz for _, hz, _ in g])))
         female = _sigmoid((med - FEMALE_HZ) / FEMALE_SCALE)
+        check: list[LabelProb] = []
+        if x is not None:
+            spans = sorted(span for _, _, span in g)
+            audio = [x[int(a * SAMPLE_RATE) : int(b * SAMPLE_RATE)] for a, b in spans]
+            check = voice_gender_check(np.concatenate(audio)) if audio else []
         out.append(
             VoicePitch(
                 pitch_median_hz=round(med, 1),
                 speech_s=round(s, 2),
                 segments=len(g),
                 gender=_ranked({"female": female, "male": 1 - female}),
+                gender_check=check,
             )
         )
     return out
 
 
 class PitchSpeakerAttributesExpert(Expert):
-    name, version, record, needs = "speakers", "3", SpeakerAttributes, ("diarization", "vad")
+    name, version, record, needs = "speakers", "4", SpeakerAttributes, ("diarization", "vad")
     backend = "heuristic:pitch-energy-v1"
 
     def key_config(self) -> dict[str, Any]:
@@ -155,6 +196,7 @@ class PitchSpeakerAttributesExpert(Expert):
             "child_hz": CHILD_HZ,
             "arousal": [AROUSAL_PITCH_ST, AROUSAL_LEVEL_DB],
             "voices": [VOICE_GAP_ST, MIN_VOICE_S, MAX_VOICE_HZ],
+            "gender_check": [WEIGHTS_SHA256[:16], MIN_CHECK_S],
         }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SpeakerAttributes]:
@@ -189,5 +231,5 @@ class PitchSpeakerAttributesExpert(Expert):
                     **labels,
                 )
             )
-        voices = voice_groups(f0, times, vad.segments)
+        voices = voice_groups(f0, times, vad.segments, x.astype(np.float32))
         return SpeakerAttributes(**self.lineage(clip.clip_id), speakers=profiles, skipped_reason=None, voices=voices)

@@ -227,6 +227,9 @@ class VoicePitch(Record):
     speech_s: float  # voiced speech of the group's segments
     segments: int
     gender: list[LabelProb]
+    # a second opinion on the gender: EfficientAT mn04's P("Male speech, man speaking") as "male" and P("Female
+    # speech, woman speaking") as "female" over the group's segments; [] where none was taken
+    gender_check: list[LabelProb] = []
 
 
 class SpeakerAttributes(ExpertRecord):
