@@ -114,6 +114,11 @@ def calibrated_gender(
     return _stated(labels, "male" if low else None, MALE_CONFIDENCE)
 
 
+def _agreed(labels: Sequence[LabelProb]) -> str | None:
+    """The gender stated (a label at AGREED_CONFIDENCE; of a voice with the listener's opinion: the two agreed)."""
+    return next((lp.label for lp in labels if lp.prob >= AGREED_CONFIDENCE), None)
+
+
 def _stated(labels: Sequence[LabelProb], gender: str | None, confidence: float) -> list[LabelProb]:
     """`gender` at `confidence` and the rest sharing what is left; every label at UNSURE_GENDER for None."""
     if gender is None or gender not in {lp.label for lp in labels}:
@@ -518,7 +523,12 @@ def _semitones(a: float, b: float) -> float:
 
 
 def speaker_count(
-    n: int, profiles: Sequence[Any], voices: Sequence[Any], alone: bool = True, events: bool = False
+    n: int,
+    profiles: Sequence[Any],
+    voices: Sequence[Any],
+    alone: bool = True,
+    events: bool = False,
+    genders: Sequence[str | None] = (),
 ) -> tuple[int, float]:
     """The speaker count and how sure it is, the diarization checked against the voices' pitch. Resemblyzer split
     single readers into two (22 items said "two people" of one reader in a held-out build) and merged two into
@@ -529,10 +539,13 @@ def speaker_count(
     voice (thunder under one reader made two pitch groups on the check set), so the clustering must agree (two
     speakers). Where sound events may be heard (`events`), even that is not enough: a steam engine and an
     explosion under one reader each made two clusters *and* two pitch groups (2 of the 4 counts stated on a fresh
-    check build were wrong), so no count is stated. Without pitch groups (an attribute model's profiles),
-    `speaker_count_confidence`."""
+    check build were wrong), so no count is stated, unless the two pitch groups are a man and a woman by the
+    agreement of pitch and listener (`genders`, calibrated_gender): an engine is not heard as a woman speaking.
+    Without pitch groups (an attribute model's profiles), `speaker_count_confidence`."""
     if not voices:
         return n, speaker_count_confidence(n, profiles)
+    if len(voices) == 2 and len(genders) == 2 and None not in genders and genders[0] != genders[1] and n <= 2:
+        return 2, CHECKED_CONFIDENCE
     if events:
         return n, UNCHECKED_CONFIDENCE
     if len(voices) == 2 and (n == 2 or (n == 1 and alone)):
@@ -566,14 +579,15 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     state = {x.type: x.value for x in f.facts if x.type.startswith("content.")}
     events = state.get("content.sound_events") != "absent"
     alone = state.get("content.music") == "absent" and not events
-    n, conf = speaker_count(dia.n_speakers, profiles, voices, alone, events)
-    f.add(dia, "speakers.count", float(n), confidence=conf)
     heuristic = str(getattr(spk, "backend", "")).startswith("heuristic:pitch")
-    for i, voice in enumerate(voices, 1):  # the voices by pitch: their genders stand for the diarized speakers'
-        gender = (
-            calibrated_gender(voice.gender, voice.pitch_median_hz, voice.gender_check) if heuristic else voice.gender
-        )
-        f.labels(spk, "speaker.gender", gender, subject=f"V{i}")
+    genders = [
+        calibrated_gender(v.gender, v.pitch_median_hz, v.gender_check) if heuristic else v.gender for v in voices
+    ]
+    agreed = [_agreed(g) if v.gender_check else None for v, g in zip(voices, genders, strict=True)] if heuristic else []
+    n, conf = speaker_count(dia.n_speakers, profiles, voices, alone, events, agreed)
+    f.add(dia, "speakers.count", float(n), confidence=conf)
+    for i, (voice, gender) in enumerate(zip(voices, genders, strict=True), 1):  # the voices by pitch stand for
+        f.labels(spk, "speaker.gender", gender, subject=f"V{i}")  # the diarized speakers' genders
         f.add(spk, "speaker.pitch_median_hz", voice.pitch_median_hz, subject=f"V{i}")
     people = {p.speaker: p for p in spk.speakers} if spk is not None else {}
     for name in sorted({t.speaker for t in dia.turns}):
