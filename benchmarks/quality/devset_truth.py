@@ -12,7 +12,7 @@ are compared with the truth, per fact type:
 | speech / music / sound events present or absent | the presence fact says present or absent | the clip has it / has not |
 | speaker count | the count is confident (the pitch check confirmed it) | the number of voices mixed |
 | gender | one voice, its gender confident (what "a man" / "a woman" says) | the voice's group's gender (groups without one are skipped) |
-| quote | the rule-written quote (`rule_captions.quote_of`) | word error rate against the best-matching run of the words said in the quote's time span (a quote need not be all that was said; contractions spelt out) |
+| quote | the rule-written quote (`rule_captions.quote_of`); also the share of clean English speech clips (speech alone, every word known) that get a right one | word error rate against the best-matching run of the words said in the quote's time span (a quote need not be all that was said; contractions spelt out) |
 | percussion | the music's texture is stated (percussive or mixed: drums; sustained: none) | the music's drums, where known |
 | event (per class) | a confident `sound.event` of the class, with its span | an event of that class (of a class under it, for a group of the ontology) mixed within 1 s of the span |
 | music tag | a confident music tag fact | the track's labels say so (tracks without labels are skipped) |
@@ -79,6 +79,12 @@ class Tally:
         self.n: dict[str, int] = defaultdict(int)
         self.right: dict[str, int] = defaultdict(int)
         self.errors: dict[str, list[str]] = defaultdict(list)
+        self.coverage: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # name -> [clips, with it]
+
+    def cover(self, name: str, ok: bool) -> None:
+        """A share over clips (not a stated fact): e.g. clean English speech clips that get a right quote."""
+        self.coverage[name][0] += 1
+        self.coverage[name][1] += ok
 
     def add(self, fact: str, ok: bool, clip: str, detail: str = "") -> None:
         self.n[fact] += 1
@@ -154,6 +160,8 @@ def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list
         if len(mixed) > 1 or mixed[0]:
             t.add("gender (one voice)", mixed == [stated], clip, f"stated one {stated} voice, truth {mixed}")
     quote = quote_of(v)
+    turns = [turn for s in truth["speakers"] for turn in s["turns"]]
+    clean = truth["domain"] == "S00" and bool(turns) and all(turn["text"] for turn in turns)
     if quote and (span := quote_span(ev, quote)) is not None:
         a, b = span
         said = sorted((turn for s in truth["speakers"] for turn in s["turns"]), key=lambda turn: turn["start_s"])
@@ -166,6 +174,11 @@ def check_clip(ev: ClipEvidence, truth: dict, thr: float, t: Tally, quotes: list
             e = quote_wer(words(quote), ref)
             quotes.append(e)
             t.add("quote (WER ≤ 0.2)", e <= 0.2, clip, f"quoted {quote!r}, said {' '.join(ref)!r}")
+            if clean:
+                t.cover("clean speech quoted (WER ≤ 0.2)", e <= 0.2)
+                clean = False
+    if clean:  # English speech alone, its words known, and no quote of them
+        t.cover("clean speech quoted (WER ≤ 0.2)", False)
     harm = v.num("music.harmonic_ratio")
     if harm is not None and truth["music"] and truth["music"].get("drum_heavy") is not None:
         drums = harm < 0.8
@@ -212,6 +225,8 @@ def main() -> None:
         print(f"| {r['fact']} | {r['stated']} | {r['right']} | {r['accuracy']:.3f} |")
     if quotes:
         print(f"\nquotes: {len(quotes)}, mean WER {sum(quotes) / len(quotes):.3f}")
+    for name, (n, ok) in sorted(t.coverage.items()):
+        print(f"{name}: {ok} of {n} clips ({ok / n:.2f})")
     if a.phrases:
         rows_p = [
             r
