@@ -827,3 +827,14 @@ def test_a_symphony_and_a_sense_of_joy_are_claims_no_expert_confirms():
     ev = evidence_of("0123456789abcdef0123", "0MA", {}, duration_s=8.0)
     got = _verdicts("Music that sounds like a symphony, filled with a sense of joy and accomplishment.", ev)
     assert got[("genre", "symphony")] == "unsupported" and got[("mood", "joy")] == "unsupported"
+
+
+def test_a_bare_plural_of_voices_claims_more_than_one() -> None:
+    """fresh6's blind check: "speech, music, speakers" of a clip with one voice. The rule-written hedge "one or
+    more voices" claims no number; "no voices" denies speech."""
+    one = evidence_of("c", "SM0", {"speakers.count": (1, 0.8)})
+    verdicts = {(a.claim.type, a.claim.value): a.judgement.verdict for a in audit("Speech, music, speakers.", one)}
+    assert verdicts[("speakers", "2+")] == "contradicted"
+    assert [c.type for c in extract("Speech from one or more voices throughout.") if c.type == "speakers"] == []
+    assert [(c.type, c.value) for c in extract("Two voices talk.") if c.type == "speakers"] == [("speakers", "2")]
+    assert ("absence", "speech") in {(c.type, c.value) for c in extract("There are no voices.")}

@@ -131,6 +131,9 @@ PEOPLE: list[tuple[str, str, str]] = [
         "speakers",
         "2+",
     ),
+    # a bare plural says there is more than one voice ("speech, music, speakers": fresh6's blind check, one voice);
+    # not the rule-written hedge "one or more voices" (nor "two voices": a count of its own above)
+    (r"(?<!one or more )(?<!or more )(?<!two )(?<!2 )\b(?:speakers|voices|narrators)\b", "speakers", "2+"),
     (
         r"(?:one|single|lone|only one|just one) (?:male |female |adult |young )?(?:speaker|voice|person|narrator)|"
         r"(?:a|one|single|lone|the) (?:speaker|voice|person|narrator)|one (?:man|woman)|"

@@ -67,7 +67,9 @@ _ABSENT_AFTER = re.compile(
 )
 # Properties of a denied thing ("no loud music") deny nothing themselves; alone they do ("it is not loud").
 ATTRIBUTES = {"loudness", "tempo", "mood", "emotion", "gender", "age", "bandwidth", "key", "language"}
-_PEOPLE_WORD = re.compile(r"\b(?:people|persons|crowd|group|others|adults|children|kids|men|women|they)\b")
+_PEOPLE_WORD = re.compile(
+    r"\b(?:people|persons|crowd|group|others|adults|children|kids|men|women|they|speakers|voices|narrators)\b"
+)
 # A named thing right after a speech verb is what the speech is about, not a sound in the scene: "talks about
 # the train" is checked against the transcript, "a train passes" against the sound experts.
 _TOPIC_BEFORE = re.compile(
