@@ -184,7 +184,11 @@ def ingest_and_analyze(
     finally:
         timings["ingest"] = time.perf_counter() - t
     stream.close()
-    beside.join()
+    try:
+        beside.join()
+    except BaseException:  # Ctrl-C once ingest is done, while analyze runs beside it: stop now, its thread quiet
+        _silence_thread(beside.name)
+        raise
     if "error" in outcome:
         raise outcome["error"]
     return ingest, outcome["experts"]
