@@ -39,7 +39,6 @@ class: "Male speech, man speaking" / "Female speech, woman speaking".
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import math
 import threading
@@ -50,7 +49,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from earmark.experts import weights
 from earmark.experts.efficientat import LABELS_CSV, LABELS_SHA256, SOURCE, WEIGHTS, WEIGHTS_SHA256
+from earmark.experts.weights import WeightsMismatch
 
 # eval-mode front-end settings (inference.py defaults + AugmentMelSTFT defaults)
 SR = 32000
@@ -253,20 +254,9 @@ class MN(nn.Module):
 
 
 # ----------------------------------------------------------------------------- public API
-class WeightsMismatch(RuntimeError):
-    """A vendored EfficientAT file is not the one earmark was tested with (corrupt, truncated or swapped)."""
-
-
 def checked_bytes(path: Path, expected: str) -> bytes:
     """The file's bytes if their sha256 is `expected`; else WeightsMismatch naming the file and both digests."""
-    data = Path(path).read_bytes()
-    got = hashlib.sha256(data).hexdigest()
-    if got != expected:
-        raise WeightsMismatch(
-            f"{path}: sha256 is {got}, expected {expected}; the file is corrupt or not the vendored EfficientAT "
-            f"release ({SOURCE}): reinstall earmark, or restore the file from its source"
-        )
-    return data
+    return weights.checked_bytes(path, expected, f"EfficientAT release ({SOURCE})")
 
 
 def labels(csv_path: Path = LABELS_CSV, sha256: str = LABELS_SHA256) -> list[str]:

@@ -14,7 +14,6 @@ scale and zero point.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import threading
 import warnings
@@ -24,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from earmark.experts import weights
+from earmark.experts.weights import WeightsMismatch
 
 HERE = Path(__file__).resolve().parent
 MODEL = HERE / "yamnet_classification_tflite_1.tflite"
@@ -39,20 +41,9 @@ EMBEDDING_TENSOR = "tower0/network/layer28/reduce_mean"
 EMBEDDING_DIM = 1024
 
 
-class WeightsMismatch(RuntimeError):
-    """A vendored YAMNet file is not the one earmark was tested with (corrupt, truncated or swapped)."""
-
-
 def checked_bytes(path: Path, expected: str) -> bytes:
     """The file's bytes if their sha256 is `expected`; else WeightsMismatch naming the file and both digests."""
-    data = Path(path).read_bytes()
-    got = hashlib.sha256(data).hexdigest()
-    if got != expected:
-        raise WeightsMismatch(
-            f"{path}: sha256 is {got}, expected {expected}; the file is corrupt or not the vendored YAMNet "
-            f"release ({SOURCE}): reinstall earmark, or restore the file from its source"
-        )
-    return data
+    return weights.checked_bytes(path, expected, f"YAMNet release ({SOURCE})")
 
 
 @dataclass(frozen=True)
