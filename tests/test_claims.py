@@ -796,6 +796,7 @@ def test_a_paper_taggers_audioset_labels_become_named_events():
     assert _verdicts("A dog barks at about 1 s, then a door opens or shuts.", ev) == {
         ("event", "Dog"): "supported",
         ("moment", "1@Dog"): "supported",
+        ("order", "Dog>Door"): "supported",  # the dog 0-4 s, the door 4-6 s
         ("event", "Door"): "supported",
     }
     assert ev.labels("sound_tags.clip") == {"Bark": 0.8}

@@ -363,6 +363,21 @@ WHEN: list[tuple[str, str, str]] = [
     ),
 ]
 
+# How many separate times a named event is heard, attached to the event claimed just before it in its clause:
+# "at two separate moments" counts the tagger's runs of windows (judged exactly: earmark.stages.facts.render.
+# occurrences); "twice" / "three times" count the sounds themselves, which a 2 s window cannot (two barks in one
+# window are one run): only a count below the runs heard is found wrong. Read before WHEN ("several times").
+COUNT_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5, "twice": 2, "thrice": 3}
+COUNT: list[tuple[str, str, str]] = [
+    (r"at (?:two|three|four|five) (?:separate|different|distinct) (?:moments|times|points)", "count", "moments"),
+    (r"twice|thrice|(?:two|three|four|five) times", "count", "times"),
+]
+# The order of two named events of one sentence, read in the words between them: "a dog barks, then a car
+# passes", "a bell rings before the door opens" (the first named is first); "a car passes after a dog barks", or
+# "After a dog barks, a car passes" (the one named after "after" is first).
+ORDER_THEN = r"then|followed by|before|after which|afterwards?|later"
+ORDER_AFTER = r"after"
+
 # A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
 # event claimed just before it, against that event's spans).
 MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"

@@ -197,6 +197,35 @@ def sound_region(v: View) -> str | None:
     return when_region(v.windows(SOUND_LABELS), v.ev.duration_s, whole=None)
 
 
+ORDER_GAP_S = 1.0  # "A, then B": A is first heard at least this long before B is (events are timed per 2 s window)
+
+
+def occurrences(spans: list[tuple[float, float]]) -> int:
+    """How many separate times something is heard in the tagger's windows: runs of windows with a window
+    without it between them (two barks inside one 2 s window are one run, so a run count is a lower bound of
+    the barks and an exact count of the separate moments)."""
+    return len(merged(spans, EDGE_S))
+
+
+def order(first: list[tuple[float, float]], second: list[tuple[float, float]]) -> str | None:
+    """Whether `first` is heard before `second`: "before" where it is first heard ORDER_GAP_S or more before
+    `second` is, "after" where all of `second` is heard before `first` begins, else None (they start
+    together, or overlap: the windows cannot tell which came first)."""
+    if not first or not second:
+        return None
+    a0, b0 = min(a for a, _ in first), min(a for a, _ in second)
+    if a0 + ORDER_GAP_S <= b0:
+        return "before"
+    if max(b for _, b in second) <= a0:
+        return "after"
+    return None
+
+
+def in_turn(first: list[tuple[float, float]], second: list[tuple[float, float]]) -> bool:
+    """`first` is over before `second` begins: "A, then B" holds and "B, then A" is contradicted."""
+    return order(first, second) == "before" and order(second, first) == "after"
+
+
 def event_region(v: View, classes: set[str]) -> str | None:
     """When the confident named events of `classes` are heard (a run over the whole clip is "most")."""
     spans = [s for h in heard_events(v) if h.cls in classes for s in h.spans]

@@ -32,7 +32,16 @@ from functools import cache
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.facts import bands, claim_vocab, events
 from earmark.stages.facts.events import EventClass, registry
-from earmark.stages.facts.render import QUOTE_CONFIDENCE, View, event_region, music_region, sound_region, speech_region
+from earmark.stages.facts.render import (
+    QUOTE_CONFIDENCE,
+    View,
+    event_region,
+    music_region,
+    occurrences,
+    order,
+    sound_region,
+    speech_region,
+)
 
 SUPPORTED, UNSUPPORTED, CONTRADICTED = "supported", "unsupported", "contradicted"
 CONTENT = {"speech": "speech", "music": "music", "sound": "sound_events"}
@@ -49,6 +58,8 @@ SPECIFIC = {
     "key",
     "event",
     "moment",
+    "order",
+    "count",
     "place",
     "time",
     "number",
@@ -108,6 +119,7 @@ def _words(rx: str) -> re.Pattern[str]:
 _TABLES: list[tuple[re.Pattern[str], str, str]] = [
     (_words(rx), t, v)
     for table in (
+        claim_vocab.COUNT,
         claim_vocab.WHEN,
         claim_vocab.CHANGES,
         claim_vocab.PITCH,
@@ -252,6 +264,9 @@ def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[
                 continue
             if t in ("tempo", "moment") and value in ("bpm", ""):
                 v = m.group(1)
+            elif t == "count":
+                n = next(claim_vocab.COUNT_WORDS[w] for w in m.group(0).split() if w in claim_vocab.COUNT_WORDS)
+                v = f"{n} {value}"
             elif t == "key":
                 v = f"{m.group(1).replace(' sharp', '#').replace(' flat', 'b').upper()} {m.group(2)}"
             elif t in TOPICAL and _topic_here(low, a):
@@ -275,21 +290,57 @@ def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[
             a, b = m.start(), m.end()
             if a > 0 and free(a, b) and m.group(0) not in NOT_NAMES:
                 take(a, b, "name", m.group(0))
-    return _when_of_claims(text, _moments_of_events(text, sorted(out, key=lambda c: c.start)))
+    claims = _moments_of_events(text, sorted(out, key=lambda c: c.start))
+    return _when_of_claims(text, _order_of_events(text, claims))
 
 
 def _moments_of_events(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
-    """A moment right after an event in the same clause ("a dog barks at about 2 s") is that event's: its
-    value becomes "2@Dog"."""
+    """A moment or a count right after an event in the same clause ("a dog barks at about 2 s", "a dog barks
+    twice") is that event's: its value becomes "2@Dog", "2 times@Dog"."""
     out = list(claims)
     for i, c in enumerate(out):
-        if c.type != "moment" or i == 0 or out[i - 1].type != "event":
+        if c.type not in ("moment", "count") or i == 0 or out[i - 1].type != "event":
             continue
         prev = out[i - 1]
         between = text[prev.start + len(prev.span) : c.start]
         if len(between) <= 40 and not re.search(r"[.;!?]|\bthen\b|\band\b", between):
             out[i] = ExtractedClaim(c.type, f"{c.value}@{prev.value}", c.span, c.start)
     return out
+
+
+_THEN = re.compile(rf"\b(?:{claim_vocab.ORDER_THEN})\b", re.I)
+_AFTER = re.compile(rf"\b(?:{claim_vocab.ORDER_AFTER})\b", re.I)
+_LEAD_AFTER = re.compile(rf"(?:^|[.;!?]\s*)(?:{claim_vocab.ORDER_AFTER})\s+(?:(?:the|an?|some)\s+)?$", re.I)
+
+
+def _order_of_events(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
+    """An order claim for two named events next to each other in one sentence, from the words between them
+    ("then", "followed by", "before": the first is first; "after": the second is) or before the first ("After a
+    dog barks, a car passes"): value "Dog>Car", the first heard first."""
+    named: list[list[ExtractedClaim]] = []  # "a dog barks": "dog" and "barks" are one mention of Dog
+    for c in claims:
+        if c.type == "event" and c.value:
+            if (
+                named
+                and named[-1][-1].value == c.value
+                and not re.search(r"[.;!?,]", text[named[-1][-1].start : c.start])
+            ):
+                named[-1].append(c)
+            else:
+                named.append([c])
+    out = list(claims)
+    for (a, *_), (*_, z), (b, *_) in zip(named, named, named[1:], strict=False):
+        lo, hi = z.start + len(z.span), b.start
+        if re.search(r"[.;!?]", text[lo:hi]):
+            continue
+        if m := _THEN.search(text, lo, hi) or _LEAD_AFTER.search(text, 0, a.start):
+            first, second = a, b
+        elif m := _AFTER.search(text, lo, hi):
+            first, second = b, a
+        else:
+            continue
+        out.append(ExtractedClaim("order", f"{first.value}>{second.value}", m.group(0), m.start()))
+    return sorted(out, key=lambda c: c.start)
 
 
 def _when_of_claims(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
@@ -491,6 +542,49 @@ def _event(e: _Evidence, v: str) -> Judgement:
     if _tag_support(e, "sound_tags.clip", v.split(",")[0].lower()):  # a paper tagger's own label for it
         return _j(SUPPORTED, f"sound_tags~{v}")
     return _j(UNSUPPORTED, None, f"no expert heard the sound source '{v}'")
+
+
+def _heard(e: _Evidence, cls: str) -> list[tuple[float, float]]:
+    """The windows where `cls` or a class under it is heard with confidence."""
+    under = events.under(cls)
+    return [(a, b) for c, a, b in event_spans(e.ev, e.thr) if c in under]
+
+
+def _order(e: _Evidence, v: str) -> Judgement:
+    """ "A, then B" (value "A>B"): A is first heard before B is (render.order); B heard wholly before A
+    contradicts; starting together or overlapping, the windows cannot tell."""
+    a, _, b = v.partition(">")
+    first, second = _heard(e, a), _heard(e, b)
+    if not first or not second:
+        return _j(UNSUPPORTED, None, f"the order of '{a}' and '{b}' needs both heard with confidence")
+    fact = f"{a}@{min(first)[0]:g}, {b}@{min(second)[0]:g}"
+    got = order(first, second)
+    if got == "before":
+        return _j(SUPPORTED, fact)
+    if got == "after":
+        return _j(CONTRADICTED, fact, f"'{b}' is heard before '{a}'")
+    return _j(UNSUPPORTED, fact, f"'{a}' and '{b}' start together: the windows cannot tell which came first")
+
+
+def _count(e: _Evidence, v: str) -> Judgement:
+    """How many separate times an event is heard ("2 moments@Dog", "2 times@Dog") against its runs of windows
+    (render.occurrences): more runs than claimed contradicts; "at two separate moments" holds on exactly two;
+    "twice" counts sounds, which one window may hold several of, so it is never supported by the windows."""
+    said, _, cls = v.partition("@")
+    n, _, unit = said.partition(" ")
+    if not cls:
+        return _j(UNSUPPORTED, None, "a count of no named sound event: no expert counts it")
+    runs = occurrences(_heard(e, cls))
+    if not runs:
+        return _j(UNSUPPORTED, None, f"no expert heard the sound source '{cls}'")
+    fact = f"{cls}: {runs} separate moment{'s' * (runs > 1)}"
+    if runs > int(n):
+        return _j(CONTRADICTED, fact, f"'{cls}' is heard at {runs} separate moments, more than {n}")
+    if unit == "moments" and runs == int(n):
+        return _j(SUPPORTED, fact)
+    if unit == "moments":
+        return _j(UNSUPPORTED, fact, f"heard at {runs} separate moments; moments closer than a window are one run")
+    return _j(UNSUPPORTED, fact, f"the windows hold '{cls}' at {runs} moments; how many sounds each holds is unknown")
 
 
 THIRDS = {"start": {0}, "middle": {1}, "end": {2}, "early": {0, 1}, "late": {1, 2}}  # the clip in thirds
@@ -699,6 +793,8 @@ _JUDGES: dict[str, Callable[[_Evidence, str, str], Judgement]] = {
     "event": lambda e, t, v: _event(e, v),
     "moment": lambda e, t, v: _moment(e, v),
     "when": lambda e, t, v: _when(e, v),
+    "order": lambda e, t, v: _order(e, v),
+    "count": lambda e, t, v: _count(e, v),
     "descriptor": _descriptor,
     **dict.fromkeys(bands.RECORDING, _measured),
     "clipping": _clipping,

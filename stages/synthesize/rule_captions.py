@@ -16,7 +16,15 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption
 from earmark.stages.facts import bands
-from earmark.stages.facts.render import QUOTE_CONFIDENCE, SOUND_LABELS, View, heard_events, speech_when, when_phrase
+from earmark.stages.facts.render import (
+    QUOTE_CONFIDENCE,
+    SOUND_LABELS,
+    View,
+    heard_events,
+    order,
+    speech_when,
+    when_phrase,
+)
 from earmark.stages.synthesize.common import Synth, check_sentence
 
 KINDS = ("speech", "music", "sound", "environment")
@@ -129,12 +137,13 @@ def music_tags(v: View) -> dict[str | None, list[str]]:
 
 
 def _events(v: View, when: Any) -> list[dict[str, Any]]:
-    """The named events for the templates, first heard first: noun, clause, when, and the second it starts."""
+    """The named events for the templates, first heard first: noun, clause, when, the second it starts, and
+    `then`: whether it is heard after the one before it (render.order; events starting together are not)."""
     out = []
-    for e in heard_events(v):
-        words = when["events"].get(e.cls)
-        if words is not None:
-            out.append({**words, "when": e.when(when, v), "at": e.at, "cls": e.cls})
+    heard = [e for e in heard_events(v) if e.cls in when["events"]]
+    for i, e in enumerate(heard):
+        then = i > 0 and order(list(heard[i - 1].spans), list(e.spans)) == "before"
+        out.append({**when["events"][e.cls], "when": e.when(when, v), "at": e.at, "cls": e.cls, "then": then})
     return out
 
 

@@ -12,6 +12,7 @@ label → no set (a rejection says why).
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ import jinja2
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption, EntailmentHypothesis
-from earmark.stages.facts.render import View, heard_events
+from earmark.stages.facts.render import View, heard_events, in_turn, occurrences
 from earmark.stages.filter.claims import SUPPORTED, AuditedClaim, audit, entailment_label_check
 from earmark.stages.synthesize.common import Synth
 
@@ -41,28 +42,52 @@ def _pick(label: str, candidates: Sequence[str], ev: ClipEvidence, s: Synth, pre
     return None
 
 
+COUNTED = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
 def _event_facts(ev: ClipEvidence, s: Synth) -> dict[str, Any]:
-    """The first named event (noun, clause, at) and a whole second of the clip when it is not heard (`elsewhere`)."""
+    """The first named event (`event`: noun, clause, at, and `elsewhere`, a whole second of the clip when it is
+    not heard) and the first two named events heard one after the other (`pair`: first and second, each with
+    `moments`, "two" / "three" ... separate moments it is heard at, or None for one)."""
     v = View(ev, s.min_confidence)
-    heard = heard_events(v)
-    events = [e for e in heard if e.cls in s.phrases("evidence")["events"]]
+    named = s.phrases("evidence")["events"]
+    events = [e for e in heard_events(v) if e.cls in named]
     if not events:
         return {}
     first = events[0]
-    words = s.phrases("evidence")["events"][first.cls]
     busy = [(a - 2.0, b + 2.0) for a, b in first.spans]
     free = [t for t in range(int(ev.duration_s)) if not any(a <= t <= b for a, b in busy)]
-    return {"event": {**words, "at": first.at, "elsewhere": free[-1] if free else None}}
+    facts: dict[str, Any] = {"event": {**named[first.cls], "at": first.at, "elsewhere": free[-1] if free else None}}
+    pair = next(
+        ((a, b) for i, a in enumerate(events) for b in events[i + 1 :] if in_turn(list(a.spans), list(b.spans))), None
+    )
+    if pair is not None:
+        facts["pair"] = {
+            key: {**named[e.cls], "moments": COUNTED.get(occurrences(list(e.spans)))}
+            for key, e in zip(("first", "second"), pair, strict=True)
+        }
+    return facts
 
 
-def _render(templates: Sequence[str], facts: dict[str, Any]) -> list[str]:
-    """The candidates, templates filled with the clip's facts; one whose facts are missing is left out."""
-    out = []
+def _rank(template: str) -> int:
+    """How much a template names: the order of two events (2), one event (1), nothing heard by name (0)."""
+    return 2 if "pair." in template else 1 if "event." in template else 0
+
+
+def _candidates(templates: Sequence[str], facts: dict[str, Any], rng: random.Random) -> list[str]:
+    """The templates filled with the clip's facts, in a seeded order, those naming more of what is heard first
+    (a hypothesis about which events are heard, and in which order, tests more than one about the recording);
+    one whose facts are missing is left out."""
+    ranked: dict[int, list[str]] = {2: [], 1: [], 0: []}
     for t in templates:
+        if any(name not in facts for name in re.findall(r"\b(event|pair)\.", t)):
+            continue
         text = " ".join(_env.from_string(t).render(**facts).split()) if "{" in t else t
         if len(text.split()) >= 3 and "None" not in text:
-            out.append(text)
-    return out
+            ranked[_rank(t)].append(text)
+    for texts in ranked.values():
+        rng.shuffle(texts)
+    return [*ranked[2], *ranked[1], *ranked[0]]
 
 
 def rule_entailment(ev: ClipEvidence, premise: Caption, s: Synth) -> tuple[list[EntailmentHypothesis], str | None]:
@@ -73,8 +98,7 @@ def rule_entailment(ev: ClipEvidence, premise: Caption, s: Synth) -> tuple[list[
     facts = _event_facts(ev, s)
     chosen: dict[str, str] = {}
     for label in LABELS:
-        candidates = _render(spec[label], facts)
-        rng.shuffle(candidates)
+        candidates = _candidates(spec[label], facts, rng)
         text = _pick(label, [c for c in candidates if c not in chosen.values()], ev, s, premise_facts)
         if text is None:
             return [], f"no rule-written {label} hypothesis holds for this clip's facts and premise"

@@ -62,6 +62,7 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     events = (FACTS["sound"](v, words, phrases) or {}).get("events") or []
     facts["event"] = events[0] if events else None
     facts["next_event"] = events[1] if len(events) > 1 else None
+    facts["then_event"] = events[1] if len(events) > 1 and events[1]["then"] else None  # heard after the first
     facts["instruments"] = " and ".join(mu.get("instruments") or []) or None
     facts |= {"genre": mu.get("genre"), "mood": mu.get("mood")}
     facts["beat"] = mu.get("beat") or None
