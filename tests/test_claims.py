@@ -697,9 +697,14 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
         return build_evidence(SimpleNamespace(clip_id="d1", duration_s=5.0), records)
 
     s = Synth(None, SynthesizeSection(content_captions="rule"))
-    merged = ev([150.0], voices=[120.0, 215.0])  # one cluster, two voices by pitch
-    assert _verdicts("Two people talk.", merged)[("speakers", "2")] == "supported"
-    assert rule_captions(merged, "speech", s)[0].text.startswith("A man and a woman speak")
+    # one cluster, two voices by pitch: one reader as often as two on DEV and the check builds, no count
+    merged = ev([150.0], voices=[120.0, 215.0])
+    assert _verdicts("Two people talk.", merged)[("speakers", "2")] == "unsupported"
+    assert rule_captions(merged, "speech", s)[0].text.startswith("One or more people speak")
+    # two clusters and two voices by pitch agree
+    agreed = ev([120.0, 215.0], voices=[120.0, 215.0])
+    assert _verdicts("Two people talk.", agreed)[("speakers", "2")] == "supported"
+    assert rule_captions(agreed, "speech", s)[0].text.startswith("A man and a woman speak")
     # beside music a pitched note can pass for a voice: the clustering must agree
     music = {"music_prob": 0.999}
     assert _verdicts("Two people talk.", ev([150.0], voices=[120.0, 215.0], domain="SM0", probs=music))[
@@ -721,6 +726,10 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     # no pitch groups: the diarized speakers' pitch medians
     assert _verdicts("Two people talk.", ev([120.0, 215.0]))[("speakers", "2")] == "supported"
     assert _verdicts("Two people talk.", ev([130.0, 136.0]))[("speakers", "2")] == "unsupported"
+    # no pitch at all: the clustering alone, but not beside sound events (dev_SMA_00: music and effects under one
+    # reader made two clusters and no pitched voice)
+    assert _verdicts("Two people talk.", ev([None, None]))[("speakers", "2")] == "supported"
+    assert _verdicts("Two people talk.", ev([None, None], domain="S0A"))[("speakers", "2")] == "unsupported"
     assert rule_captions(ev([130.0, 136.0]), "speech", s)[0].text.startswith("One or more people speak")
     assert _verdicts("One voice speaks.", ev([150.0]))[("speakers", "1")] == "supported"
     wide = ev([160.0], iqr=120.0)  # a pitch spread of two voices (about 12 semitones) under one cluster

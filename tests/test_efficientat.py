@@ -100,8 +100,8 @@ def test_a_man_and_a_woman_by_pitch_and_listener_are_two_speakers_even_beside_so
     from earmark.stages.synthesize.evidence import CHECKED_CONFIDENCE, UNCHECKED_CONFIDENCE, speaker_count
 
     voices = [SimpleNamespace(pitch_median_hz=120.0), SimpleNamespace(pitch_median_hz=230.0)]
-    assert speaker_count(2, [], voices, alone=False, events=True, genders=["male", "female"]) == (2, CHECKED_CONFIDENCE)
-    assert speaker_count(1, [], voices, alone=False, events=True, genders=["male", "female"]) == (2, CHECKED_CONFIDENCE)
+    assert speaker_count(2, [], voices, events=True, genders=["male", "female"]) == (2, CHECKED_CONFIDENCE)
+    assert speaker_count(1, [], voices, events=True, genders=["male", "female"]) == (2, CHECKED_CONFIDENCE)
     # an engine and a reader: the second pitch group is no agreed voice, so no count beside sound events
-    assert speaker_count(2, [], voices, alone=False, events=True, genders=["male", None]) == (2, UNCHECKED_CONFIDENCE)
-    assert speaker_count(2, [], voices, alone=False, events=True, genders=["male", "male"]) == (2, UNCHECKED_CONFIDENCE)
+    assert speaker_count(2, [], voices, events=True, genders=["male", None]) == (2, UNCHECKED_CONFIDENCE)
+    assert speaker_count(2, [], voices, events=True, genders=["male", "male"]) == (2, UNCHECKED_CONFIDENCE)

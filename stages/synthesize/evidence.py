@@ -38,8 +38,9 @@ T = TypeVar("T")
 # over music heard by the VAD as one unbroken segment is not stated; 16: nor speech over music without one word; 17:
 # only a low-pitched male voice has a gender above the bar; 18: the same for a diarized speaker's gender; 19: YAMNet's
 # named events under its measured policy, which also make sound present; 20: a phrase with a word outside the English
-# word list is no quote ("Foop!" for a hiccup); 21: a voice's gender where its pitch and mn04's opinion agree
-EVIDENCE_VERSION = "21"
+# word list is no quote ("Foop!" for a hiccup); 21: a voice's gender where its pitch and mn04's opinion agree; 22:
+# two pitch groups under one cluster state no count, nor does an unpitched clustering beside sound events
+EVIDENCE_VERSION = "22"
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
 # voice-like lead more often than speech: of the speech-over-music clips of four real-audio builds (devbench,
 # checkbench, review, fresh; 2026-11-27), the two such clips had no voice at all (Drascula's music, whose lead
@@ -523,32 +524,30 @@ def _semitones(a: float, b: float) -> float:
 
 
 def speaker_count(
-    n: int,
-    profiles: Sequence[Any],
-    voices: Sequence[Any],
-    alone: bool = True,
-    events: bool = False,
-    genders: Sequence[str | None] = (),
+    n: int, profiles: Sequence[Any], voices: Sequence[Any], events: bool = False, genders: Sequence[str | None] = ()
 ) -> tuple[int, float]:
     """The speaker count and how sure it is, the diarization checked against the voices' pitch. Resemblyzer split
     single readers into two (22 items said "two people" of one reader in a held-out build) and merged two into
     one; on the dev benchmark its "one speaker" was wrong on 4 of 11 clips. Where the speakers expert grouped the
-    speech segments by pitch (`voices`): two groups a man's and a woman's voice apart confirm at least two
-    voices; one group cannot rule out a second voice of the same pitch, so the count is then not stated ("one or
-    more people"). Where music or sound events may be heard too (`alone` False), a pitched effect can pass for a
-    voice (thunder under one reader made two pitch groups on the check set), so the clustering must agree (two
-    speakers). Where sound events may be heard (`events`), even that is not enough: a steam engine and an
-    explosion under one reader each made two clusters *and* two pitch groups (2 of the 4 counts stated on a fresh
-    check build were wrong), so no count is stated, unless the two pitch groups are a man and a woman by the
-    agreement of pitch and listener (`genders`, calibrated_gender): an engine is not heard as a woman speaking.
-    Without pitch groups (an attribute model's profiles), `speaker_count_confidence`."""
+    speech segments by pitch (`voices`), two groups confirm two voices only where the clustering also found two:
+    one group cannot rule out a second voice of the same pitch, and two groups under one cluster were one reader
+    as often as two (DEV and three check builds, 2026-11-28: 10 of 19 such clips had one voice; a KTuberling
+    reader's words at 109 and 174 Hz), so the count is then not stated ("one or more people"). Where sound events
+    may be heard (`events`), even agreement is not enough: a steam engine and an explosion under one reader each
+    made two clusters *and* two pitch groups (2 of the 4 counts stated on a fresh check build were wrong), so no
+    count is stated, unless the two pitch groups are a man and a woman by the agreement of pitch and listener
+    (`genders`, calibrated_gender): an engine is not heard as a woman speaking. Without pitch groups (an
+    attribute model's profiles), `speaker_count_confidence`, and beside sound events not without pitch at all
+    (a DEV clip's music and effects under one reader made two clusters and no pitched voice)."""
     if not voices:
-        return n, speaker_count_confidence(n, profiles)
+        conf = speaker_count_confidence(n, profiles)
+        unpitched = not any(p.pitch_median_hz for p in profiles)
+        return n, min(conf, UNCHECKED_CONFIDENCE) if events and unpitched else conf
     if len(voices) == 2 and len(genders) == 2 and None not in genders and genders[0] != genders[1] and n <= 2:
         return 2, CHECKED_CONFIDENCE
     if events:
         return n, UNCHECKED_CONFIDENCE
-    if len(voices) == 2 and (n == 2 or (n == 1 and alone)):
+    if len(voices) == 2 and n == 2:
         return 2, CHECKED_CONFIDENCE
     return n, UNCHECKED_CONFIDENCE
 
@@ -578,13 +577,12 @@ def _speakers(f: _Facts, dia: Any, spk: Any) -> None:
     voices = spk.voices if spk is not None else []
     state = {x.type: x.value for x in f.facts if x.type.startswith("content.")}
     events = state.get("content.sound_events") != "absent"
-    alone = state.get("content.music") == "absent" and not events
     heuristic = str(getattr(spk, "backend", "")).startswith("heuristic:pitch")
     genders = [
         calibrated_gender(v.gender, v.pitch_median_hz, v.gender_check) if heuristic else v.gender for v in voices
     ]
     agreed = [_agreed(g) if v.gender_check else None for v, g in zip(voices, genders, strict=True)] if heuristic else []
-    n, conf = speaker_count(dia.n_speakers, profiles, voices, alone, events, agreed)
+    n, conf = speaker_count(dia.n_speakers, profiles, voices, events, agreed)
     f.add(dia, "speakers.count", float(n), confidence=conf)
     for i, (voice, gender) in enumerate(zip(voices, genders, strict=True), 1):  # the voices by pitch stand for
         f.labels(spk, "speaker.gender", gender, subject=f"V{i}")  # the diarized speakers' genders
