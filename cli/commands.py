@@ -156,13 +156,13 @@ def _writing(cfg: Config, command: str, create: bool = True) -> Any:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from earmark.core.config import check_build
+    from earmark.stages.graph import plan_build
     from earmark.stages.ingest import discover, nothing_to_read
     from earmark.storage.catalog import check_dataset_name
 
     cfg = _config(args, "default", inputs=[str(p) for p in args.inputs])
     check_dataset_name(cfg.dataset)
-    check_build(cfg, args.until)
+    plan_build(cfg, args.until)
     found = discover(cfg.inputs, cfg.ingest.allowed_roots)
     if not found.files:  # fail before any flow starts, naming the inputs
         raise FileNotFoundError(nothing_to_read(cfg.inputs, found))
@@ -207,7 +207,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_rerun(args: argparse.Namespace) -> int:
-    from earmark.stages.rerun import check_rerun
+    from earmark.stages.graph import check_rerun
     from earmark.storage import open_catalog
 
     overrides: dict[str, Any] = {}

@@ -65,6 +65,7 @@ from earmark.cli.commands import (  # noqa: E402
 )
 from earmark.core.config import ConfigError  # noqa: E402
 from earmark.core.interrupts import EXIT_INTERRUPTED, interruptible  # noqa: E402
+from earmark.stages.graph import RERUN, UNTIL  # noqa: E402
 
 
 def _common(p: argparse.ArgumentParser, dataset_default: str | None = "default") -> None:
@@ -148,7 +149,7 @@ def _build(b: argparse.ArgumentParser) -> None:
     b.add_argument("--files-per-shard", type=int, help="input files per shard (default 64)")
     b.add_argument(
         "--until",
-        choices=["ingest", "analyze", "synthesize", "filter", "publish"],
+        choices=UNTIL,
         default="publish",
         help="stop after this stage and publish the tables made so far (analyze: expert annotations, no LLM)",
     )
@@ -191,7 +192,7 @@ def _rerun(r: argparse.ArgumentParser) -> None:
     r.add_argument(
         "--stage",
         required=True,
-        choices=["analyze", "synthesize", "filter"],
+        choices=RERUN,
         help="the stage to re-run; the stages after it follow, the ones before come from the version",
     )
     r.add_argument(
@@ -456,7 +457,7 @@ def _deploy(dp: argparse.ArgumentParser) -> None:
     _common(dp)
     _llm_args(dp)
     _expert_args(dp)
-    dp.add_argument("--until", choices=["ingest", "analyze", "synthesize", "filter", "publish"], default="publish")
+    dp.add_argument("--until", choices=UNTIL, default="publish")
     dp.add_argument("--flows", help="comma-separated subset of build,ingest,analyze,synthesize,filter,evaluate")
     dp.add_argument("--cron", help='schedule the build, e.g. "0 3 * * *" (default: run on demand only)')
     dp.add_argument("--timezone", help="the cron's time zone, e.g. Europe/Berlin (default UTC)")

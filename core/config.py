@@ -338,27 +338,6 @@ class ConfigError(Exception):
     pass
 
 
-BUILD_STAGES = ("ingest", "analyze", "synthesize", "filter", "publish")
-
-
-def check_build(cfg: Config, until: str) -> int:
-    """The index of `until` in BUILD_STAGES, or a ValueError for a build that cannot run as configured."""
-    if until not in BUILD_STAGES:
-        raise ValueError(f"--until must be one of {', '.join(BUILD_STAGES)}, got {until!r}")
-    stop = BUILD_STAGES.index(until)
-    if cfg.analyze.only and stop >= 2:
-        raise ValueError(
-            f"[analyze] only = {cfg.analyze.only}: synthesis needs every expert's evidence; "
-            "use --until analyze with a subset of experts, or drop --experts"
-        )
-    if cfg.filter.margin_backend == "yamnet" and not cfg.analyze.yamnet and stop >= BUILD_STAGES.index("filter"):
-        raise ValueError(
-            'filter.margin_backend = "yamnet" compares captions with YAMNet\'s scores, and analyze.yamnet = false '
-            'leaves them out: set analyze.yamnet = true, or filter.margin_backend = "evidence"'
-        )
-    return stop
-
-
 class _TomlSource(PydanticBaseSettingsSource):
     """The config file's tables, read with a clear error for a missing file or bad TOML."""
 

@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.task_runners import TaskRunner
 
-from earmark.core.config import Config, check_build
+from earmark.core.config import Config
 from earmark.flows.analyze import analyze_flow
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
@@ -39,26 +39,22 @@ from earmark.flows.runs import (
 from earmark.flows.shards import ShardStream, StageResult
 from earmark.flows.synthesize import synthesize_flow
 from earmark.llm.session import preflight
-from earmark.stages.rerun import filter_inputs
-from earmark.storage import open_catalog
-
-
-def _count(res: StageResult) -> dict[str, int]:
-    return {"computed": res.computed, "skipped": res.skipped}
+from earmark.stages.graph import Plan, filter_inputs, plan_build, version_tables
+from earmark.storage import ShardRef, open_catalog
 
 
 @flow(name="build", log_prints=True)
 def build_flow(cfg: Config, until: str = "publish") -> dict[str, Any]:
     """Every stage up to `until`, then a version of the tables made so far (`until="analyze"`: the expert
     annotations only, no LLM)."""
-    stop = check_build(cfg, until)
+    plan = plan_build(cfg, until)
     load_api_key(cfg)
-    if stop >= 2 and (checked := preflight(cfg.llm)):  # a configured endpoint that is down fails now, not after analyze
+    if plan.llm and (checked := preflight(cfg.llm)):  # a configured endpoint that is down fails now, not after analyze
         get_run_logger().info("preflight: %s", checked)
     cat = open_catalog(cfg)
     params = {**cfg.model_dump(mode="json"), "until": until}
     with run_envelope(cfg, cat, "build", params, on_finish=partial(_summary, until)) as run:
-        _build(run, until, stop)
+        _build(run, until, plan)
     stats = run.stats()
     get_run_logger().info("build %s: %s", run.run_id, stats)
     published = {k: v for k, v in run.published.items() if k != "skipped"}
@@ -73,44 +69,42 @@ def _summary(until: str, run: Run) -> None:
     )
 
 
-def _build(run: Run, until: str, stop: int) -> None:
+def _build(run: Run, until: str, plan: Plan) -> None:
+    """The plan's stages in the graph's order (earmark.stages.graph), then publish."""
     cfg, run_id = run.cfg, run.run_id
     run.info["llm"] = None
     upstream: list[Any] = []  # each stage's returned result: Prefect draws the run graph's edges from them
-    ingest, experts = ingest_and_analyze(cfg, run.runner, run_id, run.timings, analyze=stop >= 1)
-    run.shards["ingest"] = _count(ingest)
+    ingest, got = ingest_and_analyze(cfg, run.runner, run_id, run.timings, analyze=plan.runs("analyze"))
+    run.count("ingest", ingest.computed, ingest.skipped)
     upstream.append(ingest)
-    tables: dict[str, list[str]] = {"clips": ingest.keys("clips"), "quarantine": ingest.keys("quarantine")}
-    if stop >= 1:
-        upstream.append(experts)
-        for name, res in experts.items():
-            run.shards[f"analyze:{name}"] = _count(res)
-            tables[name] = res.keys(name)
-    if stop >= 2:
+    experts = {name: res.refs for name, res in got.items()}
+    if plan.runs("analyze"):
+        upstream.append(got)
+        for name, res in got.items():
+            run.count(f"analyze:{name}", res.computed, res.skipped)
+    evidence: list[str] | None = None
+    items: dict[str, list[ShardRef]] | None = None
+    qc: StageResult | None = None
+    if plan.runs("synthesize"):
         with run.stage("synthesize"):
-            synth = synthesize_flow.with_options(**run.options("synthesize"))(
-                cfg, ingest.refs, {name: res.refs for name, res in experts.items()}, run_id
-            )
+            synth = synthesize_flow.with_options(**run.options("synthesize"))(cfg, ingest.refs, experts, run_id)
         run.info["llm"] = synth.get("llm")
         upstream.append(synth)
         for name, res in synth["results"].items():
-            run.shards[f"synthesize:{name}"] = _count(res)
-            tables[name] = res.keys(name)
-        tables["rejections"] = [k for i in cfg.synthesize.items for k in synth["results"][i].keys("rejections")]
-    if stop >= 3:
-        inputs = filter_inputs(
-            ingest.refs,
-            {n: r.refs for n, r in experts.items()},
-            synth["results"]["evidence"].refs,
-            {i: synth["results"][i].refs for i in cfg.synthesize.items},
-        )
+            run.count(f"synthesize:{name}", res.computed, res.skipped)
+        evidence = synth["results"]["evidence"].keys("evidence")
+        items = {i: synth["results"][i].refs for i in cfg.synthesize.items}
+    if plan.runs("filter"):
+        inputs = filter_inputs(ingest.refs, experts, synth["results"]["evidence"].refs, items or {})
         # `inputs` is new data (shard keys), so Prefect would draw no edge into filter: name its upstream runs
         with run.stage("filter"):
             qc = filter_flow.with_options(**run.options("filter"))(cfg, inputs, run_id, wait_for=list(upstream))
         upstream.append(qc)
-        run.shards["filter"] = _count(qc)
-        tables["qc"], tables["claims"] = qc.keys("qc"), qc.keys("claims")
-    if cfg.review.mode != "off" and stop >= 3:  # human verification before publishing (pauses in "ui" mode)
+        run.count("filter", qc.computed, qc.skipped)
+    tables = version_tables(
+        {}, clips=ingest.refs, experts=experts, evidence=evidence, items=items, qc=None if qc is None else qc.refs
+    )
+    if plan.runs("review"):  # human verification before publishing (pauses in "ui" mode)
         with run.stage("review"):
             review_flow(cfg, tables, run_id)
     with run.stage("publish"):
@@ -118,7 +112,7 @@ def _build(run: Run, until: str, stop: int) -> None:
             cfg, tables, run_id, note="build" if until == "publish" else f"build --until {until}", wait_for=upstream
         )
     skipped = run.published["skipped"]
-    run.shards["publish"] = {"computed": int(not skipped), "skipped": int(skipped)}
+    run.count("publish", int(not skipped), int(skipped))
     name_flow_run(f"build · {cfg.dataset} · {run.published['version']}")  # the UI's run list shows the version
 
 

@@ -30,7 +30,15 @@ from earmark.flows.runs import Run, artifact_key, flow_options, load_api_key, na
 from earmark.flows.synthesize import synthesize_flow
 from earmark.llm.session import preflight
 from earmark.queries.versions import rerun_label
-from earmark.stages.rerun import VersionGraph, check_rerun, filter_inputs, version_graph, version_tables
+from earmark.stages.graph import (
+    Plan,
+    VersionGraph,
+    check_rerun,
+    filter_inputs,
+    plan_rerun,
+    version_graph,
+    version_tables,
+)
 from earmark.storage import open_catalog
 from earmark.storage.diff import diff_markdown, version_diff
 
@@ -39,8 +47,9 @@ from earmark.storage.diff import diff_markdown, version_diff
 def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version: str | None = None) -> dict[str, Any]:
     cat = open_catalog(cfg)
     base, items = check_rerun(cat, stage, items, version, cfg.synthesize.items)
+    plan = plan_rerun(stage)
     load_api_key(cfg)
-    if stage in ("analyze", "synthesize") and (checked := preflight(cfg.llm)):  # fail before analyze, not after
+    if plan.llm and (checked := preflight(cfg.llm)):  # fail before analyze, not after
         get_run_logger().info("preflight: %s", checked)
     g = version_graph(cat, base)
     if not g.clip_refs:
@@ -48,7 +57,7 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     params = {"stage": stage, "items": items, "base": base, **cfg.model_dump(mode="json")}
     with run_envelope(cfg, cat, "rerun", params) as run:
         run.info.update(stage=stage, items=items, base=base)
-        report, path = _rerun(run, g, stage, items, base)
+        report, path = _rerun(run, g, plan, stage, items, base)
     stats = run.stats()
     get_run_logger().info("rerun %s: %s", run.run_id, stats)
     return {
@@ -61,11 +70,12 @@ def rerun_flow(cfg: Config, stage: str, items: list[str] | None = None, version:
     }
 
 
-def _rerun(run: Run, g: VersionGraph, stage: str, items: list[str], base: str) -> tuple[str, Path]:
-    """The stages from `stage` on, publish, and the diff against `base` (its markdown and file)."""
+def _rerun(run: Run, g: VersionGraph, plan: Plan, stage: str, items: list[str], base: str) -> tuple[str, Path]:
+    """The plan's stages over the base version's shards (earmark.stages.graph), publish, and the diff against
+    `base` (its markdown and file)."""
     cfg, cat, run_id = run.cfg, run.cat, run.run_id
     experts = g.experts
-    if stage == "analyze":
+    if plan.runs("analyze"):
         with run.stage("analyze"):
             got = analyze_flow.with_options(**run.options("analyze"))(cfg, g.clip_refs, run_id)
         experts = {name: res.refs for name, res in got.items()}
@@ -73,7 +83,7 @@ def _rerun(run: Run, g: VersionGraph, stage: str, items: list[str], base: str) -
             run.count(f"analyze:{n}", r.computed, r.skipped)
     item_refs = dict(g.items)
     evidence_keys = g.evidence
-    if stage in ("analyze", "synthesize"):
+    if plan.runs("synthesize"):
         kept = {k: v for k, v in g.items.items() if k not in items} if stage == "synthesize" else {}
         scfg = cfg.model_copy(update={"synthesize": cfg.synthesize.model_copy(update={"items": items})})
         with run.stage("synthesize"):
@@ -88,7 +98,7 @@ def _rerun(run: Run, g: VersionGraph, stage: str, items: list[str], base: str) -
             cfg, filter_inputs(g.clip_refs, experts, evidence_keys, item_refs), run_id
         )
     run.count("filter", qc.computed, qc.skipped)
-    tables = version_tables(g, experts, evidence_keys, item_refs, qc.keys("qc"), qc.keys("claims"))
+    tables = version_tables(g.shards, experts=experts, evidence=evidence_keys, items=item_refs, qc=qc.refs)
     note = rerun_label(stage, items if stage == "synthesize" else None, base)
     run.published = publish_flow(cfg, tables, run_id, note=note)
     new = run.published["version"]

@@ -165,10 +165,11 @@ def test_the_learned_taggers_classes_are_in_the_registry() -> None:
 
 
 def test_the_audio_margin_without_yamnet_is_refused_before_the_build_starts() -> None:
-    from earmark.core.config import check_build, load_config
+    from earmark.core.config import load_config
+    from earmark.stages.graph import plan_build
 
     cfg = load_config(None, {"filter.margin_backend": "yamnet", "analyze.yamnet": False})
     with pytest.raises(ValueError, match="analyze.yamnet = true"):
-        check_build(cfg, "publish")
-    assert check_build(cfg, "synthesize") == 2  # the filter does not run: nothing to refuse
-    assert check_build(load_config(None, {"filter.margin_backend": "yamnet"}), "publish") == 4
+        plan_build(cfg, "publish")
+    assert not plan_build(cfg, "synthesize").runs("filter")  # the filter does not run: nothing to refuse
+    assert plan_build(load_config(None, {"filter.margin_backend": "yamnet"}), "publish").runs("filter")
