@@ -237,7 +237,7 @@ class FilterSection(Section):
     margin_threshold: float | None = None  # None → the backend's default (clap: 6 as in MECAT; evidence: 5; yamnet: 0)
     clap_model: str = "laion/clap-htsat-unfused"
     sbert: str | None = None  # sentence-embedding model (see metrics.similarity.resolve_sbert); None → auto
-    # One source file cannot flood a benchmark (stages/ingest/sources.py): items of a clip whose rendered evidence repeats
+    # One source file cannot flood a benchmark (stages/filter/sources.py): items of a clip whose rendered evidence repeats
     # an earlier clip of the same file (line overlap ≥ same_source_evidence_similarity) are rejected; a text kept on
     # clips of more than max_sources_per_text source files is rejected on the others; rule-written absence
     # sentences count apart, against max_sources_per_absence_text. 0: no limit.

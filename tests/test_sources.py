@@ -12,8 +12,9 @@ from earmark.core.config import FilterSection, IngestSection, load_config
 from earmark.schemas import Caption, EntailmentHypothesis, QCResult
 from earmark.stages.base import Inputs
 from earmark.stages.filter import run_duplicates
+from earmark.stages.filter.sources import same_source_rejections, spread_rejections
 from earmark.stages.ingest import ingest_file
-from earmark.stages.ingest.sources import audio_features, audio_similarity, same_source_rejections, spread_rejections
+from earmark.stages.ingest.sources import audio_features, audio_similarity
 from earmark.stages.synthesize import ITEM_TYPES
 
 SR = 16_000

@@ -26,7 +26,7 @@ from earmark.stages.filter.margin import (
     threshold,
 )
 from earmark.stages.filter.qc import STAGE_VERSION, ClipContext, run_checks
-from earmark.stages.ingest.sources import evidence_signature, same_source_rejections, spread_rejections
+from earmark.stages.filter.sources import evidence_signature, same_source_rejections, spread_rejections
 
 
 def reads() -> tuple[str, ...]:

@@ -82,7 +82,7 @@ def _rows(table: str, item: Any, field: str, audited: Sequence[AuditedClaim]) ->
     ]
 
 
-def _qc(table: str, item: Any, check: str, keep: bool, reason: str | None, score: float | None) -> QCResult:
+def qc_row(table: str, item: Any, check: str, keep: bool, reason: str | None, score: float | None) -> QCResult:
     return QCResult(
         item_table=table, item_id=item.item_id, clip_id=item.clip_id, check=check, keep=keep, reason=reason, score=score
     )
@@ -152,17 +152,17 @@ def audit_items(
         for item in rows:
             ev = evidence.get(item.clip_id)
             if ev is None:
-                qc.append(_qc(table, item, "claim_audit", False, NO_EVIDENCE, None))
+                qc.append(qc_row(table, item, "claim_audit", False, NO_EVIDENCE, None))
                 continue
             keep, reason, share, found = kinds[table].audit(item, ev, min_confidence)
             claims += found
-            qc.append(_qc(table, item, "claim_audit", keep, reason, share))
+            qc.append(qc_row(table, item, "claim_audit", keep, reason, share))
             if table == "entailment" and not keep:
                 failed_sets.setdefault(item.clip_id, f"{item.label}: {reason}")
     for item in items.get("entailment", ()):
         why = failed_sets.get(item.clip_id)
         qc.append(
-            _qc(
+            qc_row(
                 "entailment",
                 item,
                 "entailment_set",
@@ -198,7 +198,7 @@ def duplicate_items(
                 why = f"the same {field} appears on {len(clips)} clips with different evidence" if dup else None
                 if dup and by_rule:
                     why = f"{why} (written by rule from facts those clips share: kept)"
-                out.append(_qc(table, item, "duplicate_across_clips", not dup or by_rule, why, float(len(clips))))
+                out.append(qc_row(table, item, "duplicate_across_clips", not dup or by_rule, why, float(len(clips))))
     return out
 
 
@@ -216,5 +216,5 @@ def premise_rejections(
     for h in entailment:
         ok = normalise(h.premise) in kept[h.clip_id]
         why = None if ok else f"its premise, the clip's {h.premise_kind} caption, is not one QC kept"
-        out.append(_qc("entailment", h, "premise", ok, why, None))
+        out.append(qc_row("entailment", h, "premise", ok, why, None))
     return out

@@ -30,7 +30,7 @@ from earmark.stages.filter.wording import WORDING_CHECKS
 # 8: an instruction's format rule and an answer's brackets are not claims; 9: unfilled template slots, quality;
 # 10: a timbre level; 11: a yes/no or degree question asks about presence, loudness, noise, band and echo;
 # 12: rule-written items that could not be written are `from_facts` rejections, not `schema`; 13: same_source,
-# source_spread and premise (stages/ingest/sources.py, stages/filter/audit.py); 14: fact_budget (stages/filter/budget.py); 15: "one or more
+# source_spread and premise (stages/filter/sources.py, stages/filter/audit.py); 14: fact_budget (stages/filter/budget.py); 15: "one or more
 # people speak" is no speaker count; 16: a coarse descriptor ("tonal") supports no event class ("beeps"); 17: non-speech
 # vocal sounds ("sighing") are named sources; 18: "no recorded sounds" denies sound events, "symphony" is a genre,
 # "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing; 20: cut-off words,
