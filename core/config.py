@@ -53,7 +53,7 @@ class AnalyzeSection(Section):
 
     profile: Literal["embedded", "paper"] = "embedded"
     domain: Literal["probe", "heuristic"] = "probe"  # embedded profile: the learned tagger or the DSP heuristic
-    # embedded profile: the learned event tagger (AudioSet-named classes, table `events`, experts/events.py) beside
+    # embedded profile: the learned event tagger (AudioSet-named classes, table `events`, experts/learned/events.py) beside
     # the coarse DSP sound labels of `tags` (experts/tags.py)
     events: bool = True
     # embedded profile: YAMNet's scores of the 521 AudioSet classes per 0.48 s frame (table `yamnet`,
@@ -170,7 +170,7 @@ class EvidenceSection(Section):
     # as it is); below it the content is "uncertain": no prompt mentions it and no item may claim it
     presence_confidence: float = Field(0.95, ge=0.5, le=1)
     # an instrument / genre / mood tag of the music (table `music`, `tags`) is stated only when its probability
-    # reaches this: the embedded tagger's are calibrated, and its tag file (earmark.experts.musictags,
+    # reaches this: the embedded tagger's are calibrated, and its tag file (earmark.experts.learned.musictags,
     # music_tags.json) admits only tags whose measured precision at this bar reached it (training/MUSIC_TAGS.md)
     music_tag_confidence: float = Field(0.9, ge=0.5, le=1)
 

@@ -9,7 +9,7 @@ Both run only on clips whose domain decision has music (*M*) and skip the rest w
   Krumhansl–Schmuckler method: the clip's mean CQT chroma correlated with the 24 rotated Krumhansl–Kessler
   profiles, confidence = the best correlation's margin over the runner-up key of other mode/tonic, scaled to
   0–1; loudness contour as K-weighted (BS.1770) short-term level per 0.5 s; instrument / genre / mood tags per
-  2 s window and per clip from the music-tag heads over musicnn's MTT + MSD features (experts/musictags:
+  2 s window and per clip from the music-tag heads over musicnn's MTT + MSD features (experts/learned/musictags:
   calibrated probabilities; only the tags its tag file marks precise enough are written to `tags` /
   `window_tags`, the rest and musicnn's raw tags to `candidate_tags`).
 """

@@ -1,8 +1,8 @@
 """The embedded (offline, CPU) profile: every slot's offline default, in dependency order.
 
-The domain decision is the learned tagger (experts/domain_probe.py) unless `analyze.domain = "heuristic"`
+The domain decision is the learned tagger (experts/learned/domain.py) unless `analyze.domain = "heuristic"`
 selects the older DSP heuristic (experts/domain.py), kept for comparison. Beside the coarse DSP sound labels
-(`tags`, experts/tags.py) the learned event tagger names AudioSet classes (`events`, experts/events.py) unless
+(`tags`, experts/tags.py) the learned event tagger names AudioSet classes (`events`, experts/learned/events.py) unless
 `analyze.events = false`; YAMNet scores the 521 AudioSet classes per frame (`yamnet`, experts/audioset_tags.py;
 not in the evidence yet) unless `analyze.yamnet = false`.
 Speech experts run on every clip and skip (with a reason) where VAD found no speech; the music experts
@@ -26,8 +26,8 @@ def embedded_experts(cfg: AnalyzeSection) -> list[Expert]:
     from earmark.experts.audioset_tags import YamnetExpert
     from earmark.experts.diarize import ResemblyzerDiarizationExpert
     from earmark.experts.domain import HeuristicDomainExpert
-    from earmark.experts.domain_probe import LearnedDomainExpert
-    from earmark.experts.events import LearnedEventsExpert
+    from earmark.experts.learned.domain import LearnedDomainExpert
+    from earmark.experts.learned.events import LearnedEventsExpert
     from earmark.experts.levels import LevelsExpert
     from earmark.experts.music import HPSSSeparationExpert, LibrosaMusicExpert
     from earmark.experts.quality import DNSMOSExpert

@@ -279,7 +279,7 @@ class MusicAnalysis(ExpertRecord):
     harmonic_ratio: float | None
     loudness_contour_db: list[float]  # short-term loudness per 0.5 s hop
     # instrument / genre / mood tags of the clip. Embedded profile (tagger "musictags:<sha>"): the tags the tag
-    # file (earmark.experts.musictags, music_tags.json) lets into the evidence, each with its calibrated
+    # file (earmark.experts.learned.musictags, music_tags.json) lets into the evidence, each with its calibrated
     # probability; paper profile with a music tagger: that model's top labels
     tags: list[LabelProb]
     tagger: str | None

@@ -97,10 +97,10 @@ def test_missing_context_and_bad_thresholds_are_reported() -> None:
 
 # ------------------------------------------------------------------------------------ the learned tagger
 def test_learned_tagger_gives_a_valid_decision_with_windows_and_respects_silence(tmp_path):
-    """The embedded default (experts/domain_probe.py): probabilities, per-window tags and the code agree; a
+    """The embedded default (experts/learned/domain.py): probabilities, per-window tags and the code agree; a
     silent clip is 000; clear speech is heard as speech. (Its accuracy is measured on a real-audio dev set
     by training/eval_dev.py, not here.)"""
-    from earmark.experts.domain_probe import LearnedDomainExpert
+    from earmark.experts.learned.domain import LearnedDomainExpert
 
     items = generate_corpus(tmp_path / "c", per_domain=1, seed=1, hostile=False)
     by_domain = {i.domain: i for i in items}
@@ -130,10 +130,10 @@ def test_calibration_belongs_to_the_shipped_weights_and_is_monotone() -> None:
     with a stale calibration would state presence with the old model's confidence."""
     import hashlib
 
-    from earmark.experts.probe.model import CALIBRATION, HEADS, WEIGHTS, calibrate, load_calibration
+    from earmark.experts.learned.model import CALIBRATION, HEADS, WEIGHTS, calibrate, load_calibration
 
     cal = load_calibration(CALIBRATION)
-    assert cal is not None, "experts/probe/calibration.json is missing: run training/calibrate.py"
+    assert cal is not None, "experts/learned/calibration.json is missing: run training/calibrate.py"
     assert cal["probe_weights_sha256"] == hashlib.sha256(WEIGHTS.read_bytes()).hexdigest(), (
         "calibration.json was fitted for other weights: re-run training/eval_dev.py --split hold and calibrate.py"
     )

@@ -1,4 +1,4 @@
-"""The learned sound-event tagger (experts/probe/events.py, experts/events.py): the shipped weights, class file and
+"""The learned sound-event tagger (experts/learned/events.py, experts/learned/events.py): the shipped weights, class file and
 calibration belong together; the expert runs after the domain expert on generated audio, reads the same cached
 feature pass and writes valid `SoundEvents`; bad input fails clearly. Its accuracy is measured per class on DEV
 packages by training/train_events.py (training/EVENTS.md), not here."""
@@ -14,7 +14,7 @@ import pytest
 from earmark.core.config import AnalyzeSection, IngestSection
 from earmark.corpus import generate_corpus
 from earmark.experts.base import ClipAudio, MissingContext
-from earmark.experts.probe.events import (
+from earmark.experts.learned.events import (
     EVENT_CLASSES,
     EVENT_WEIGHTS,
     LABEL_SET,
@@ -67,10 +67,10 @@ def _clips(tmp_path, domains: tuple[str, ...]) -> list[ClipAudio]:
 
 
 def test_expert_tags_generated_audio_after_the_domain_expert_and_reuses_its_features(tmp_path) -> None:
-    from earmark.experts.domain_probe import LearnedDomainExpert
-    from earmark.experts.events import LearnedEventsExpert
+    from earmark.experts.learned.domain import LearnedDomainExpert
+    from earmark.experts.learned.events import LearnedEventsExpert
+    from earmark.experts.learned.model import feature_cache_stats
     from earmark.experts.levels import LevelsExpert
-    from earmark.experts.probe.model import feature_cache_stats
 
     clips = _clips(tmp_path, ("000", "00A", "S0A"))
     levels = {r.clip_id: r for r in LevelsExpert().analyze(clips, {})}
@@ -100,7 +100,7 @@ def test_expert_tags_generated_audio_after_the_domain_expert_and_reuses_its_feat
 
 
 def test_broken_input_fails_clearly() -> None:
-    from earmark.experts.events import LearnedEventsExpert
+    from earmark.experts.learned.events import LearnedEventsExpert
 
     with pytest.raises(ValueError, match="finite"):
         tag_events(np.full(16000, np.nan, np.float32))
@@ -113,7 +113,7 @@ def test_broken_input_fails_clearly() -> None:
 
 def test_the_event_tagger_runs_beside_the_coarse_tags_and_can_be_left_out() -> None:
     from earmark.experts import build_experts
-    from earmark.experts.events import LearnedEventsExpert
+    from earmark.experts.learned.events import LearnedEventsExpert
     from earmark.experts.tags import CoarseTagsExpert
 
     experts = build_experts(AnalyzeSection())
@@ -126,7 +126,7 @@ def test_only_classes_not_shown_wrong_on_dev_state_events() -> None:
     """A class admitted on TRAIN's out-of-fold windows states an event only if its DEV packages did not then give
     a precision under the bar (footsteps 0.83, crowd 0.62, sheep 0.60 at training time): what reaches the items
     is what held up on audio the tagger never saw."""
-    from earmark.experts.probe.events import load_classes
+    from earmark.experts.learned.events import load_classes
     from earmark.stages.synthesize.evidence import event_policy
 
     meta = load_classes()

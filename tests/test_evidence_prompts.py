@@ -13,7 +13,7 @@ import pytest
 
 from earmark import prompts
 from earmark.core.config import EvidenceSection
-from earmark.experts.probe.events import load_classes
+from earmark.experts.learned.events import load_classes
 from earmark.prompts import PROMPT_DIR
 from earmark.schemas.records import DomainDecision, LabelProb, SoundEvents, WindowTags
 from earmark.stages.synthesize import evidence

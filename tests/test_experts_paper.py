@@ -472,7 +472,7 @@ def test_music_tagger_labels_only_clips_with_music(models):
     assert {x.label for x in recs[0].tags} <= set(AUDIOSET_SUBSET) and recs[0].key is not None
     assert not recs[1].analyzed and recs[1].tags == [] and recs[1].tagger is None
     assert recs[0].backend.endswith(f"+tagger:{TAGGER}")
-    # no music tagger configured: the embedded profile's music tags (experts/musictags) stay
+    # no music tagger configured: the embedded profile's music tags (experts/learned/musictags) stay
     fallback = PaperMusicExpert(None, models).analyze(clips, {"domain": dom, "separation": sep})
     assert fallback[0].tagger.startswith("musictags:") and fallback[0].window_tags and fallback[0].candidate_tags
     assert fallback[1].tags == [] and fallback[1].tagger is None

@@ -1,4 +1,4 @@
-"""The music-tag heads (experts/musictags) on tiny real inputs: synthesized drum kit and plucked-string music,
+"""The music-tag heads (experts/learned/musictags) on tiny real inputs: synthesized drum kit and plucked-string music,
 the shipped tag file against its weights, the music expert's record, and the evidence gate."""
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def _separation(clip_id: str) -> Separation:
 
 def test_tag_file_belongs_to_the_shipped_weights() -> None:
     from earmark.experts import musictags
-    from earmark.experts.musictags.model import Heads
+    from earmark.experts.learned.musictags.model import Heads
 
     doc = musictags.load_tag_file()
     assert doc["weights_sha256_12"] == musictags.weights_id()
@@ -84,7 +84,7 @@ def test_tag_file_belongs_to_the_shipped_weights() -> None:
 
 def test_drum_kit_is_tagged_drums_in_every_window() -> None:
     from earmark.experts import musictags
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.windows import window_bounds
 
     x = drum_kit()
     out = musictags.tag_clip(x)
@@ -95,8 +95,8 @@ def test_drum_kit_is_tagged_drums_in_every_window() -> None:
 
 
 def test_the_probe_and_the_tagger_share_musicnn_work() -> None:
-    from earmark.experts.probe import musicnn as mn
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned import musicnn as mn
+    from earmark.experts.learned.windows import window_bounds
 
     x = drum_kit(4.0, seed=3)
     b = window_bounds(x.size)
@@ -168,7 +168,7 @@ def test_only_tags_at_the_bar_reach_the_evidence() -> None:
 
 @pytest.mark.parametrize("level", ["window", "clip"])
 def test_calibration_curves_are_monotone_probabilities(level: str) -> None:
-    from earmark.experts.musictags.model import Heads
+    from earmark.experts.learned.musictags.model import Heads
 
     cx, cy = Heads().cal[level]
     assert np.all(np.diff(cx, axis=1) >= 0) and np.all(np.diff(cy, axis=1) >= -1e-6)

@@ -1,4 +1,4 @@
-"""The numpy musicnn port (experts/probe/musicnn.py) against the original TensorFlow graph.
+"""The numpy musicnn port (experts/learned/musicnn.py) against the original TensorFlow graph.
 
 The reference numbers were produced once by musicnn 0.1.0's own `models.define_model` + `tf.train.Saver`
 (TensorFlow 2.15.1, tf.compat.v1 graph mode, in a throwaway venv) on the log-mel of the synthetic signal below;
@@ -73,7 +73,7 @@ def _signal() -> np.ndarray:
 
 
 def test_checkpoint_reader_finds_every_tensor_with_its_shape() -> None:
-    from earmark.experts.probe.musicnn import checkpoint_prefix, read_tf_checkpoint
+    from earmark.experts.learned.musicnn import checkpoint_prefix, read_tf_checkpoint
 
     w = read_tf_checkpoint(checkpoint_prefix("MTT_musicnn"))
     assert w["conv2d/kernel"].shape == (7, 38, 1, 204) and w["conv2d_5/kernel"].shape == (7, 561, 1, 64)
@@ -82,7 +82,7 @@ def test_checkpoint_reader_finds_every_tensor_with_its_shape() -> None:
 
 
 def test_numpy_forward_pass_matches_tensorflow() -> None:
-    from earmark.experts.probe.musicnn import MTT_LABELS, PATCH, Musicnn, logmel_musicnn
+    from earmark.experts.learned.musicnn import MTT_LABELS, PATCH, Musicnn, logmel_musicnn
 
     mel = logmel_musicnn(_signal())[:PATCH]
     tags, emb = Musicnn().patches(mel[None])
@@ -93,8 +93,8 @@ def test_numpy_forward_pass_matches_tensorflow() -> None:
 
 
 def test_window_features_cover_every_window_of_short_and_long_clips() -> None:
-    from earmark.experts.probe.musicnn import Musicnn, window_features
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.musicnn import Musicnn, window_features
+    from earmark.experts.learned.windows import window_bounds
 
     m = Musicnn()
     for n in (8000, 48000, 161000):  # 0.5 s (one short window), 3 s, 10 s + tail
@@ -116,7 +116,7 @@ TF_MSD_PENULTIMATE_8 = [-0.17718, -0.12703, -0.28483, -0.27512, -0.35315, 1.1833
 
 
 def test_msd_checkpoint_matches_tensorflow() -> None:
-    from earmark.experts.probe.musicnn import MSD_LABELS, PATCH, Musicnn, logmel_musicnn
+    from earmark.experts.learned.musicnn import MSD_LABELS, PATCH, Musicnn, logmel_musicnn
 
     mel = logmel_musicnn(_signal())[:PATCH]
     tags, emb = Musicnn("MSD_musicnn").patches(mel[None])

@@ -83,7 +83,7 @@ def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_we
     meta = json.loads((tiny / "events_classes_tiny.json").read_text())
     assert meta["weights_sha256"] == _sha(tiny / "events_weights_tiny.npz")
     assert len(meta["classes"]) >= 3 and all(0 < c["threshold"] < 1 for c in meta["classes"])
-    from earmark.experts.probe.events import EventTagger  # the fold models ship as one averaged ensemble
+    from earmark.experts.learned.events import EventTagger  # the fold models ship as one averaged ensemble
 
     tagger = EventTagger(tiny / "events_weights_tiny.npz", tiny / "events_classes_tiny.json")
     assert len(tagger.members) == meta["members"] > 1

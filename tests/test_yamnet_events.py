@@ -158,7 +158,7 @@ def test_a_group_is_supported_by_a_class_under_it_and_not_the_other_way() -> Non
 def test_the_learned_taggers_classes_are_in_the_registry() -> None:
     """The event classes are one registry (evidence.toml [events], read by earmark.stages.facts.events, which
     refuses a name the ontology lacks); the learned tagger's classes and YAMNet's stated classes are all in it."""
-    from earmark.experts.probe.events import load_classes
+    from earmark.experts.learned.events import load_classes
 
     learned = {c["name"] for c in load_classes()["classes"]}
     assert learned <= set(registry()) and {r.name for r in ye.rules()} <= set(registry())

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from corpus_packages import EVENT_PACKAGES, EXTRA_PACKAGES, FORBIDDEN, PACKAGES, TINY_PACKAGES, TUXPAINT_DEV_LANGS
-from earmark.experts.probe.windows import DOMAINS, SR, domain_code, domain_flags
+from earmark.experts.learned.windows import DOMAINS, SR, domain_code, domain_flags
 from event_labels import NO_LABEL_RE, PACKAGE_RULES, event_label
 from mixing import (
     CODECS,
@@ -487,7 +487,7 @@ def vad_stats(y: np.ndarray) -> dict:
     """Silero VAD speech fraction / max on (at most) the first 30 s: a listening proxy."""
     global _VAD
     if _VAD is None:
-        from earmark.experts.probe.model import SileroVAD
+        from earmark.experts.learned.model import SileroVAD
 
         _VAD = SileroVAD()
     p = _VAD(y[: 30 * SR])

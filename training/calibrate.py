@@ -8,10 +8,10 @@ presence or absence only when the *calibrated* probability of what the domain co
 
 Fitted on the `hold` split only (dev-like, realistic-level mixes of TRAIN sources, 40 clips per domain;
 never the DEV split): isotonic regression of the true presence on the clip probability, per head, stored as
-breakpoints that inference interpolates (`earmark.experts.probe.model.calibrated`).
+breakpoints that inference interpolates (`earmark.experts.learned.model.calibrated`).
 
   python training/eval_dev.py --split hold --json /tmp/eval_hold.json   # the shipped model's hold scores
-  python training/calibrate.py /tmp/eval_hold.json                       # -> experts/probe/calibration.json
+  python training/calibrate.py /tmp/eval_hold.json                       # -> experts/learned/calibration.json
   python training/calibrate.py /tmp/eval_hold.json --report /tmp/eval_dev.json   # + DEV precision / coverage
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.model import CALIBRATION, HEADS, WEIGHTS, calibrate
+from earmark.experts.learned.model import CALIBRATION, HEADS, WEIGHTS, calibrate
 
 CODE = "SMA"  # the domain code's letter of each head when present
 

@@ -2,7 +2,7 @@
 """Evaluate the domain tagger on the DEV mixes (DEV sources only; never used for training or
 threshold choice).
 
-  python training/eval_dev.py                     # uses experts/probe/probe_weights.npz (the shipped weights)
+  python training/eval_dev.py                     # uses experts/learned/probe_weights.npz (the shipped weights)
   python training/eval_dev.py --json out.json     # also write the numbers
   python training/eval_dev.py --errors            # list misclassified clips
 
@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.model import CNN_WEIGHTS, DECISION, HEADS, WEIGHTS, _get, tag_clip
-from earmark.experts.probe.windows import DOMAINS, SR
+from earmark.experts.learned.model import CNN_WEIGHTS, DECISION, HEADS, WEIGHTS, _get, tag_clip
+from earmark.experts.learned.windows import DOMAINS, SR
 
 
 def main():

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 import mixing as mx
-from earmark.experts.probe.windows import SR, window_bounds
+from earmark.experts.learned.windows import SR, window_bounds
 from mixing import db2amp
 
 EV_MIX_VERSION = "e1"

@@ -38,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 import train_events as te
-from earmark.experts.probe.model import MEL_N, MEL_WIN_FRAMES, logmel, mel_windows
-from earmark.experts.probe.windows import SR, window_bounds
+from earmark.experts.learned.model import MEL_N, MEL_WIN_FRAMES, logmel, mel_windows
+from earmark.experts.learned.windows import SR, window_bounds
 
 OUT = Path("/work/evcnn")
 

@@ -25,8 +25,8 @@ import train_events as te
 
 
 def lm1(x: np.ndarray) -> np.ndarray:
-    from earmark.experts.probe.model import logmel
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.model import logmel
+    from earmark.experts.learned.windows import window_bounds
 
     M, out = logmel(x), []
     for a, b in window_bounds(len(x)):

@@ -30,7 +30,7 @@ def sample(rows: list[dict], n: int, seed: int, exclude: set[str] = frozenset())
 def transcript(x: np.ndarray) -> str:
     from faster_whisper import WhisperModel
 
-    from earmark.experts.probe.model import whisper_model_dir
+    from earmark.experts.learned.model import whisper_model_dir
 
     global _WM
     if "_WM" not in globals():

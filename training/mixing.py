@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from corpus_packages import EVENT_PACKAGES, EXTRA_PACKAGES
-from earmark.experts.probe.windows import SR, window_bounds
+from earmark.experts.learned.windows import SR, window_bounds
 
 
 def log(*a):

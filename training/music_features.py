@@ -2,8 +2,8 @@
 
     python training/music_features.py [--splits train cal dev real] [--part 0/2]
 
-For every clip of <cache>/music_tags/{renders,real}/<split>.jsonl: the 2 s windows (experts/probe/windows.py)
-and the pooled MTT and MSD mid-end features of each (experts/musictags/model.py `window_pools`, float16), saved
+For every clip of <cache>/music_tags/{renders,real}/<split>.jsonl: the 2 s windows (experts/learned/windows.py)
+and the pooled MTT and MSD mid-end features of each (experts/learned/musictags/model.py `window_pools`, float16), saved
 as <cache>/music_tags/features/<split>[.part-i-of-n].npz with the clip index of every window. Parts let two
 processes share the work; `load_split` merges them.
 """
@@ -36,8 +36,8 @@ def audio(cache: Path, row: dict) -> np.ndarray:
 
 
 def extract(cache: Path, split: str, part: tuple[int, int] = (0, 1)) -> Path:
-    from earmark.experts.musictags.model import window_pools
-    from earmark.experts.probe.musicnn import Musicnn
+    from earmark.experts.learned.musicnn import Musicnn
+    from earmark.experts.learned.musictags.model import window_pools
 
     mtt, msd = Musicnn("MTT_musicnn"), Musicnn("MSD_musicnn")
     rows = clips(cache, split)[part[0] :: part[1]]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.model import logmel
-from earmark.experts.probe.windows import DOMAINS, SR
+from earmark.experts.learned.model import logmel
+from earmark.experts.learned.windows import DOMAINS, SR
 
 
 def log(*a):

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.model import CNN_WEIGHTS, MEL_N, MEL_WIN_FRAMES, mel_windows
-from earmark.experts.probe.windows import window_bounds
+from earmark.experts.learned.model import CNN_WEIGHTS, MEL_N, MEL_WIN_FRAMES, mel_windows
+from earmark.experts.learned.windows import window_bounds
 from tagger_data import cache_logmels, holdout_ids, log, train_parts
 
 

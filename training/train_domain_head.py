@@ -78,7 +78,7 @@ DOMAINS = ["000", "S00", "0M0", "00A", "SM0", "S0A", "0MA", "SMA"]
 
 
 def _clip(path: str) -> dict:
-    from earmark.experts.probe.model import tag_clip
+    from earmark.experts.learned.model import tag_clip
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     x, sr = sf.read(path, dtype="float32")

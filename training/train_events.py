@@ -5,12 +5,12 @@
   python training/build_corpus.py events                  # ev_train (4800) + ev_dev (960) labelled mixes
   python training/train_events.py                         # features (cached) -> fold models -> out-of-fold
                                                           # calibration + thresholds -> the fold models as the shipped ensemble -> DEV report
-                                                          # -> experts/probe/events_weights.npz + events_classes.json
+                                                          # -> experts/learned/events_weights.npz + events_classes.json
   python training/train_events.py --cache-shard 0/2 &  python training/train_events.py --cache-shard 1/2   # fill
                                                           # the feature cache in 2 processes first (optional)
   python training/train_events.py --tiny                  # CI smoke run (tiny corpus, writes into the cache only)
 
-Inputs are the domain tagger's window features (experts/probe/model.py, feature version v1+mn1mid: Whisper tiny.en
+Inputs are the domain tagger's window features (experts/learned/model.py, feature version v1+mn1mid: Whisper tiny.en
 encoder pooled, Silero VAD, DSP, musicnn mid-end; cached by clip content hash as in train_probe.py). Targets per
 window and class: 1 where an event of the class is salient, 0 where none is audible, masked where one is audible
 but not salient (build_corpus.event_truth / class_windows).
@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.events import EVENT_CLASSES, EVENT_WEIGHTS, LABEL_SET
-from earmark.experts.probe.model import FEATURE_VERSION_MUSICNN_MID, MUSICNN_MID_VERSION
+from earmark.experts.learned.events import EVENT_CLASSES, EVENT_WEIGHTS, LABEL_SET
+from earmark.experts.learned.model import FEATURE_VERSION_MUSICNN_MID, MUSICNN_MID_VERSION
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,4 +1,4 @@
-"""Train, calibrate and measure the music-tag heads; write experts/musictags/music_tags.{npz,json}.
+"""Train, calibrate and measure the music-tag heads; write experts/learned/musictags/music_tags.{npz,json}.
 
     python training/train_music_tags.py              # after music_corpus.py renders [--degraded] / real, music_features.py
     python training/train_music_tags.py --tiny       # CI smoke run: a few clips, writes only under the cache
@@ -46,8 +46,8 @@ NO_TRUTH = {
 # --------------------------------------------------------------------------- data
 def dataset(cache: Path, split: str, blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
     """Window features X (n, D), window labels Y (n, L) in {1, 0, -1}, window -> clip index, clip rows."""
-    from earmark.experts.musictags.model import block_features
-    from earmark.experts.probe.musicnn import Musicnn
+    from earmark.experts.learned.musicnn import Musicnn
+    from earmark.experts.learned.musictags.model import block_features
 
     rows = {r["id"]: r for r in clips(cache, split)}
     f = load_split(cache, split)
@@ -212,7 +212,7 @@ BASELINE = {  # our tag -> (model, musicnn label): the raw tag calibrated on CAL
 
 
 def baseline_scores(X: np.ndarray, blocks) -> dict[str, np.ndarray]:
-    from earmark.experts.probe.musicnn import MSD_LABELS, MTT_LABELS
+    from earmark.experts.learned.musicnn import MSD_LABELS, MTT_LABELS
 
     off, pos = 0, {}
     for b in blocks:
@@ -306,7 +306,7 @@ def _pad(curves) -> tuple[np.ndarray, np.ndarray]:
 
 
 def save(out_dir, w, tags, blocks, cal, evidence, results, bar, trained: dict) -> None:
-    from earmark.experts.musictags.model import weights_id
+    from earmark.experts.learned.musictags.model import weights_id
 
     out_dir.mkdir(parents=True, exist_ok=True)
     cwx, cwy = _pad(cal["window"])

@@ -3,7 +3,7 @@
 
   python training/build_corpus.py all          # once: sources + mixes (see README)
   python training/train_probe.py               # features (cached) + MLP + thresholds
-                                               # -> experts/probe/probe_weights.npz (shipped)
+                                               # -> experts/learned/probe_weights.npz (shipped)
   python training/train_probe.py --tiny        # CI smoke run (< 3 min): builds the tiny corpus,
                                                # writes weights into the tiny cache only
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.model import FEATURE_VERSION, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate
-from earmark.experts.probe.windows import DOMAINS, SR
+from earmark.experts.learned.model import FEATURE_VERSION, HEADS, MLP, WEIGHTS, FeatureExtractor, aggregate
+from earmark.experts.learned.windows import DOMAINS, SR
 from tagger_data import cache_logmels, holdout_ids, load_split, log, train_parts
 
 HERE = Path(__file__).resolve().parent
@@ -66,13 +66,13 @@ def musicnn_features_for(
     """Per-clip musicnn window features, cached as <tdir>/features/<kind>/<sha1>.npy; rows align with
     features_for(). kind "mn1": 50 MTT tags + 200-d embedding per 2 s window, each clip's rows transformed
     by model.musicnn_block(); "mn1mid": max | mean of the 753 front-/mid-end features (float16 cache); see
-    experts/probe/musicnn.py. With shard=(i, n) only every n-th clip from i is computed (parallel cache
+    experts/learned/musicnn.py. With shard=(i, n) only every n-th clip from i is computed (parallel cache
     filling) and nothing is returned."""
     import soundfile as sf
 
-    from earmark.experts.probe.model import MUSICNN_MID_VERSION, MUSICNN_VERSION, musicnn_block
-    from earmark.experts.probe.musicnn import Musicnn, window_features, window_midend
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.model import MUSICNN_MID_VERSION, MUSICNN_VERSION, musicnn_block
+    from earmark.experts.learned.musicnn import Musicnn, window_features, window_midend
+    from earmark.experts.learned.windows import window_bounds
 
     assert kind in (MUSICNN_VERSION, MUSICNN_MID_VERSION), kind
     block = musicnn_block if kind == MUSICNN_VERSION else (lambda M: M.astype(np.float32))
@@ -309,8 +309,8 @@ def window_probs_for(tdir, split, recs, tagger, fx):
     """MLP and CNN window probabilities per clip: list of (p_mlp (n,3), p_cnn (n,3))."""
     import soundfile as sf
 
-    from earmark.experts.probe.model import mel_windows
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.model import mel_windows
+    from earmark.experts.learned.windows import window_bounds
 
     X, _, cidx = features_for(tdir, split, recs, fx)
     cache_logmels(tdir, split, recs)
@@ -326,7 +326,7 @@ def window_probs_for(tdir, split, recs, tagger, fx):
 
 def _best_simple(data, h, names=None):
     """Best (w_mlp, rule, ratio, threshold) for head h: mean clip accuracy over the sets."""
-    from earmark.experts.probe.model import clip_scores
+    from earmark.experts.learned.model import clip_scores
 
     best = None
     for w in W_MLP:
@@ -355,7 +355,7 @@ def select(a):
     The reported selection-set accuracies are out-of-fold."""
     from sklearn.linear_model import LogisticRegression
 
-    from earmark.experts.probe.model import CNN_WEIGHTS, DECISION, Tagger, clip_scores, stack_features
+    from earmark.experts.learned.model import CNN_WEIGHTS, DECISION, Tagger, clip_scores, stack_features
 
     tdir = a.cache / ("tagger-tiny" if a.tiny else "tagger")
     wpath = a.out

@@ -128,7 +128,7 @@ class WhisperEncoderLayers:
 def extract(split, i, n):
     import soundfile as sf
 
-    from earmark.experts.probe.model import (
+    from earmark.experts.learned.model import (
         CHUNK,
         ENC_HOP,
         FEATURE_VERSION,
@@ -136,7 +136,7 @@ def extract(split, i, n):
         FeatureExtractor,
         whisper_model_dir,
     )
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.windows import window_bounds
 
     T = Path("/work/data-cache/tagger")
     recs = [json.loads(line) for line in open(T / "mixes" / f"{split}.jsonl")]
@@ -191,8 +191,8 @@ def extract(split, i, n):
 
 
 def compare(seeds):
-    from earmark.experts.probe.model import FEATURE_VERSION, aggregate
-    from earmark.experts.probe.windows import DOMAINS
+    from earmark.experts.learned.model import FEATURE_VERSION, aggregate
+    from earmark.experts.learned.windows import DOMAINS
     from tagger_data import holdout_ids
     from train_probe import choose_thresholds, clip_truth, fit_mlp_masked
 

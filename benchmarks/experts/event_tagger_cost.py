@@ -3,7 +3,7 @@
     taskset -c 0 env OMP_NUM_THREADS=1 EARMARK_TAGGER_THREADS=1 .venv/bin/python benchmarks/experts/event_tagger_cost.py
 
 On N generated 10 s clips (earmark.corpus, every domain) it times, clip by clip, as the analyze stage runs them:
-the domain expert's tagger (`probe.tag_clip`: Whisper tiny.en encoder, Silero VAD, DSP, musicnn, MLP), then the
+the domain expert's tagger (`learned.tag_clip`: Whisper tiny.en encoder, Silero VAD, DSP, musicnn, MLP), then the
 event tagger right after it (`events.tag_events`: a hit in the per-process feature cache + the event MLP + the
 calibration), and the event tagger alone on a cold cache (what it costs when nothing ran before it, e.g. with
 `analyze.domain = "heuristic"`). Prints median and mean seconds per clip.
@@ -40,16 +40,16 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--seed", type=int, default=5)
     a = ap.parse_args()
-    from earmark.experts import probe
-    from earmark.experts.probe import events, model
+    from earmark.experts import learned
+    from earmark.experts.learned import events, model
 
     clips = ten_second_clips(a.n, a.seed)
-    probe.tag_clip(clips[0][:32000])  # load the models outside the timing
+    learned.tag_clip(clips[0][:32000])  # load the models outside the timing
     events.tag_events(clips[0][:32000])
     dom, ev_warm, ev_cold = [], [], []
     for x in clips:
         t0 = time.perf_counter()
-        probe.tag_clip(x)
+        learned.tag_clip(x)
         t1 = time.perf_counter()
         events.tag_events(x)
         t2 = time.perf_counter()

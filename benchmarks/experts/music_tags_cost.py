@@ -1,4 +1,4 @@
-"""Cost per clip of the music tags (experts/musictags) on one core, as the analyze stage meets it.
+"""Cost per clip of the music tags (experts/learned/musictags) on one core, as the analyze stage meets it.
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/experts/music_tags_cost.py [--clips 20]
 
@@ -45,9 +45,9 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     from earmark.experts import musictags
     from earmark.experts.base import ClipAudio
+    from earmark.experts.learned import musicnn as mn
+    from earmark.experts.learned.windows import window_bounds
     from earmark.experts.music import LibrosaMusicExpert, tag_fields
-    from earmark.experts.probe import musicnn as mn
-    from earmark.experts.probe.windows import window_bounds
     from earmark.schemas.records import DomainDecision, Separation
 
     clips = _clips(a.clips)

@@ -62,7 +62,7 @@ def _importable(module: str) -> bool:
 
 def music_labels() -> list[str]:
     """50 outputs named as MagnaTagATune's tags (musicnn's MTT head): instruments, genres, moods, vocals."""
-    from earmark.experts.probe.musicnn import MTT_LABELS
+    from earmark.experts.learned.musicnn import MTT_LABELS
 
     return list(MTT_LABELS)
 

@@ -24,7 +24,7 @@ import numpy as np
 from earmark.core.config import IngestSection
 from earmark.corpus import generate_corpus  # noqa: E402
 from earmark.experts.domain import HeuristicDomainExpert  # noqa: E402
-from earmark.experts.domain_probe import LearnedDomainExpert  # noqa: E402
+from earmark.experts.learned.domain import LearnedDomainExpert  # noqa: E402
 from earmark.experts.levels import LevelsExpert  # noqa: E402
 from earmark.experts.vad import SileroVADExpert  # noqa: E402
 from earmark.schemas.records import DOMAIN_CODES, domain_flags  # noqa: E402

@@ -6,7 +6,7 @@
   Silero VAD, so `vocals_speech_s` says how much sung or spoken voice the music holds.
 - music: the offline librosa analysis (tempo, beats, key, loudness; experts/music.py) plus `tags` from an
   AutoModelForAudioClassification music tagger (genre / mood / instrument), batched across the clips with
-  music. Without a tagger configured, the embedded profile's music-tag heads' tags (experts/musictags) stay.
+  music. Without a tagger configured, the embedded profile's music-tag heads' tags (experts/learned/musictags) stay.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def group_indices(class_names: Sequence[str], node: str) -> np.ndarray:
 
 def window_bounds_s(n_samples: int) -> list[tuple[float, float]]:
     """The 2 s windows of a clip of `n_samples` at 16 kHz, in seconds (those of the other event experts)."""
-    from earmark.experts.probe.windows import window_bounds
+    from earmark.experts.learned.windows import window_bounds
 
     return [(a / SR, b / SR) for a, b in window_bounds(max(int(n_samples), 1), SR, WINDOW_S)]
 

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
-from earmark.experts.musictags.model import load_tag_file
-from earmark.experts.probe.events import load_classes
+from earmark.experts.learned.events import load_classes
+from earmark.experts.learned.musictags.model import load_tag_file
 from earmark.stages.facts import claim_vocab
 from earmark.stages.filter.claims import extract
 

@@ -33,6 +33,7 @@ from earmark.stages.ingest.checks import (
 )
 from earmark.stages.ingest.inputs import AUDIO_SUFFIXES, Discovery, Source, discover, nothing_to_read  # noqa: F401
 from earmark.stages.ingest.sources import drop_reasons, plan_source
+from earmark.storage.shards import file_sha256
 
 STAGE_VERSION = "2"  # 2: silent, repeating and surplus clips of one source file dropped (stages/ingest/sources.py)
 REEXPORT_HEADER = "re-export the file from its source; its header is damaged"
@@ -122,16 +123,8 @@ def safe_sha256(path: Path, allowed_roots: Sequence[Path] = ()) -> str | None:
         check_source(path, allowed_roots)
     except UnusableInput:
         return None
-    return file_sha256(path)
-
-
-def file_sha256(path: Path) -> str | None:
     try:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+        return file_sha256(path)
     except OSError:
         return None
 

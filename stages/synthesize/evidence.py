@@ -450,7 +450,7 @@ def event_policy(label_set: str, prompt_dir: Path | None = None) -> dict[str, tu
 @functools.cache
 def _probe_policy() -> dict[str, tuple[float, float]]:
     """The event tagger's classes that may state an event (its class file, package data: no prompt)."""
-    from earmark.experts.probe.events import load_classes
+    from earmark.experts.learned.events import load_classes
 
     meta = load_classes()
     return {
@@ -632,7 +632,7 @@ def _music(f: _Facts, mus: Any, sep: Any, tag_confidence: float = EvidenceSectio
 @functools.cache
 def tag_groups() -> dict[str, str]:
     """Music tag → its group (instrument, genre, mood, vocals), from the embedded music tagger's tag file."""
-    from earmark.experts.musictags import load_tag_file
+    from earmark.experts.learned.musictags import load_tag_file
 
     return {t["tag"]: t["group"] for t in load_tag_file()["tags"]}
 

@@ -1,6 +1,6 @@
 """Inference of the music-tag heads (numpy): musicnn features per 2 s window -> calibrated tag probabilities.
 
-Per window (experts/probe/windows.py layout) the features are the MTT and MSD musicnn networks' pooled
+Per window (experts/learned/windows.py layout) the features are the MTT and MSD musicnn networks' pooled
 front-/mid-end features of a 3 s patch centred on the window (`window_midend`; MTT's are the ones the domain
 probe already computed for the clip, taken from musicnn's content cache, so only MSD costs a network pass) and
 their back-ends' tag logits and 200-d embeddings. The heads (standardisation + a small MLP with one sigmoid per
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from earmark.experts.probe.musicnn import MSD_LABELS, MTT_LABELS, Musicnn, window_midend
-from earmark.experts.probe.windows import SR, window_bounds
+from earmark.experts.learned.musicnn import MSD_LABELS, MTT_LABELS, Musicnn, window_midend
+from earmark.experts.learned.windows import SR, window_bounds
 
 HERE = Path(__file__).resolve().parent
 WEIGHTS = HERE / "music_tags.npz"

@@ -15,7 +15,7 @@ Per 2 s window the features are
     rhythmicity, chroma stability, flatness, band energies, a 24-band "floor" spectrum
     (10th percentile of log-mel: what stays under the speech) and the same statistics on
     non-speech frames;
-  * for weights of feature_version "v1+mn1mid" (the shipped ones): musicnn (experts/probe/musicnn.py, MTT
+  * for weights of feature_version "v1+mn1mid" (the shipped ones): musicnn (experts/learned/musicnn.py, MTT
     model, numpy) front-/mid-end features, max and mean over a 3 s patch centred on the window.
 Three independent sigmoid heads (speech / music / sound) of a small numpy MLP give window
 probabilities; clip probability = max over windows; thresholds (chosen on a TRAIN holdout)
@@ -40,12 +40,12 @@ from pathlib import Path
 import numpy as np
 
 try:  # works both as `training.probe_model` and as a top-level module inside training/
-    from earmark.experts.probe.windows import DOMAINS, SR, domain_code, window_bounds
+    from earmark.experts.learned.windows import DOMAINS, SR, domain_code, window_bounds
 except ImportError:  # pragma: no cover
     from windows import DOMAINS, SR, domain_code, window_bounds  # type: ignore
 
 FEATURE_VERSION = "v1"
-# musicnn window features (experts/probe/musicnn.py), by cache key: "mn1" = 50 MTT tags + 200-d embedding
+# musicnn window features (experts/learned/musicnn.py), by cache key: "mn1" = 50 MTT tags + 200-d embedding
 # (the probe gets musicnn_block() of them: tag logits, embedding, clip max of the tag logits), "mn1mid" =
 # max | mean of the 753 front-/mid-end frame features (1506). Weights whose feature_version is
 # "v1+<key>" get that block appended to the v1 features; the extractor computes musicnn only for them.
@@ -206,7 +206,7 @@ class FeatureExtractor:
 
     def musicnn_features(self, x: np.ndarray, bounds, kind: str = MUSICNN_VERSION) -> np.ndarray:
         """Raw musicnn window features of one kind (see MUSICNN_VERSION); the model is loaded on first use."""
-        from earmark.experts.probe.musicnn import Musicnn, window_features, window_midend
+        from earmark.experts.learned.musicnn import Musicnn, window_features, window_midend
 
         if getattr(self, "musicnn", None) is None:
             self.musicnn = Musicnn()

@@ -277,7 +277,7 @@ def window_features(model: Musicnn, x: np.ndarray, bounds) -> np.ndarray:
 
 
 # Pooled mid-end features and log-mels of recent clips, by content: the domain probe computes MTT's for every
-# clip, and the music tagger (experts/musictags) asks for the same clip again in a later stage of the same
+# clip, and the music tagger (experts/learned/musictags) asks for the same clip again in a later stage of the same
 # process, so its MTT tags cost no network pass and MSD's pass reuses the log-mel. Bounded (a few MB).
 _CACHE: OrderedDict[tuple, np.ndarray] = OrderedDict()
 _CACHE_LOCK = threading.Lock()

@@ -1,26 +1,39 @@
-"""The learned sound-event tagger (inference): AudioSet-named event classes per 2 s window, numpy only.
+"""The learned sound-event tagger: AudioSet-named event classes per 2 s window (label set "earmark-events-v1"), numpy
+only, and its expert (table `events` of the embedded profile, beside the coarse DSP labels of `tags`).
 
-    from earmark.experts.probe.events import tag_events, load_classes
+    from earmark.experts.learned.events import tag_events, load_classes
     out = tag_events(samples_16k)   # {"windows": [{"start_s", "end_s", "probs": {class: p}}], "clip": {class: p}}
     load_classes()                  # the class file: per class its AudioSet name, in_evidence flag, threshold, P / R
 
-It reads the domain tagger's window features (experts/probe/model.py: Whisper tiny.en encoder pooled, Silero VAD,
-DSP, musicnn mid-end; `clip_features` caches them per process by the clip's content hash, so after the domain
-expert this costs one small MLP forward pass) and gives, per window and class, a probability calibrated on the
-TRAIN packages' out-of-fold windows (isotonic, training/train_events.py): P(an event of that class is salient in
-the window). A class states an event only at or above its `threshold`, and only when `in_evidence` (its
-measured precision reached the bar); both are in the class file, whose `weights_sha256` ties it to the weights.
+A small network over the domain tagger's frozen window features (experts/learned/model.py: Whisper tiny.en encoder
+pooled, Silero VAD, DSP, musicnn mid-end; `clip_features` caches them per process by the clip's content hash, so
+after the domain expert this costs one small MLP forward pass), trained on labelled mixes of openly licensed Debian
+game / education / desktop sounds (training/train_events.py, training/EVENTS.md). Per window and class it gives a
+probability calibrated on the TRAIN packages' out-of-fold windows (isotonic): P(an event of that class is salient
+in the window); `clip_tags` is the maximum over windows. A class states an event only at or above its `threshold`,
+and only when `in_evidence` (its measured precision reached the bar); both are in the class file, whose
+`weights_sha256` ties it to the weights. The expert runs after the domain expert so that it reads the same cached
+Whisper / musicnn pass; a clip the domain expert calls silent (or shorter than 0.1 s) gets probability 0 for every
+class. `analyze.events = false` leaves it out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import threading
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from earmark.core.once import load_once
+from earmark.experts.audio import samples_16k
+from earmark.experts.base import ClipAudio, Context, Expert
+from earmark.experts.learned.windows import SR, window_bounds
+from earmark.schemas.records import DomainDecision, LabelProb, SoundEvents, WindowTags
+from earmark.storage.shards import file_sha256
 
 HERE = Path(__file__).resolve().parent
 EVENT_WEIGHTS = HERE / "events_weights.npz"
@@ -30,10 +43,6 @@ LABEL_SET = "earmark-events-v1"
 
 class EventModelMismatch(RuntimeError):
     """The class file does not belong to the weights next to it (a stale or hand-edited file)."""
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 @cache
@@ -105,22 +114,14 @@ class EventTagger:
         return np.stack([np.interp(p[:, k], x, y) for k, (x, y) in enumerate(self.curves)], axis=1)
 
 
-_LOCK = threading.Lock()
-_TAGGERS: dict[tuple[str, str], EventTagger] = {}
-
-
 def tagger(weights: Path = EVENT_WEIGHTS, classes: Path = EVENT_CLASSES) -> EventTagger:
-    with _LOCK:
-        key = (str(weights), str(classes))
-        if key not in _TAGGERS:
-            _TAGGERS[key] = EventTagger(weights, classes)
-        return _TAGGERS[key]
+    """The tagger of these files, loaded once per process."""
+    return load_once(f"event-tagger:{weights}:{classes}", lambda: EventTagger(weights, classes))
 
 
 def tag_events(samples_16k: np.ndarray, weights: Path = EVENT_WEIGHTS, classes: Path = EVENT_CLASSES) -> dict:
     """Per 2 s window and per clip (max over windows) the calibrated probability of every class."""
-    from earmark.experts.probe.model import clip_features
-    from earmark.experts.probe.windows import SR
+    from earmark.experts.learned.model import clip_features
 
     tg = tagger(weights, classes)
     x = np.asarray(samples_16k, dtype=np.float32).reshape(-1)
@@ -138,4 +139,64 @@ def tag_events(samples_16k: np.ndarray, weights: Path = EVENT_WEIGHTS, classes: 
     }
 
 
-__all__ = ["LABEL_SET", "EventModelMismatch", "EventTagger", "events_id", "load_classes", "tag_events", "tagger"]
+# ------------------------------------------------------------------------------------------- the expert
+WINDOW_S = 2.0
+MIN_SAMPLES = 1600  # under 0.1 s: nothing to tag
+
+
+class LearnedEventsExpert(Expert):
+    name, version, record, needs = "events", "1", SoundEvents, ("domain",)
+
+    def __init__(self) -> None:
+        self.backend = f"events:{events_id()}"
+
+    def key_config(self) -> dict[str, Any]:
+        return {"weights": events_id(), "label_set": LABEL_SET, "window_s": WINDOW_S, "min_samples": MIN_SAMPLES}
+
+    def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[SoundEvents]:
+        (domain,) = self.needed(context, clips, "domain")
+        tg = tagger()
+        return [self._tag(tg, c, domain[c.clip_id]) for c in clips]  # type: ignore[arg-type]
+
+    def _tag(self, tg: Any, clip: ClipAudio, dom: DomainDecision) -> SoundEvents:
+        x = samples_16k(clip)
+        if dom.silent or x.size < MIN_SAMPLES:
+            out = {
+                "windows": [
+                    {"start_s": a / SR, "end_s": b / SR, "probs": dict.fromkeys(tg.names, 0.0)}
+                    for a, b in window_bounds(max(x.size, 1))
+                ],
+                "clip": dict.fromkeys(tg.names, 0.0),
+            }
+        else:
+            out = tag_events(x)
+        windows = [
+            WindowTags(start_s=round(w["start_s"], 3), end_s=round(w["end_s"], 3), tags=_sorted(w["probs"]))
+            for w in out["windows"]
+        ]
+        return SoundEvents(
+            **self.lineage(clip.clip_id),
+            label_set=LABEL_SET,
+            window_s=WINDOW_S,
+            windows=windows,
+            clip_tags=_sorted(out["clip"]),
+        )
+
+
+def _sorted(probs: dict[str, float]) -> list[LabelProb]:
+    return [
+        LabelProb(label=k, prob=round(float(np.clip(v, 0.0, 1.0)), 4))
+        for k, v in sorted(probs.items(), key=lambda kv: (-kv[1], kv[0]))
+    ]
+
+
+__all__ = [
+    "LABEL_SET",
+    "EventModelMismatch",
+    "EventTagger",
+    "LearnedEventsExpert",
+    "events_id",
+    "load_classes",
+    "tag_events",
+    "tagger",
+]

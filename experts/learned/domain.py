@@ -5,7 +5,7 @@ encoder the project already ships (CTranslate2), Silero VAD statistics, cheap DS
 features of the musicnn music tagger (MTT_musicnn, its `musicnn` wheel's checkpoint run by a numpy port) —
 trained on openly licensed Debian game / education / desktop audio mixed at realistic levels
 (`training/`: sources, licences, the train/dev split, the exact commands and the dev-set numbers). Its
-weights are package data of `earmark.experts.probe`; nothing is downloaded. It writes the domain code, the
+weights are package data of `earmark.experts.learned`; nothing is downloaded. It writes the domain code, the
 three clip probabilities, their calibrated values (`calibrated_<head>` features: P(present) fitted on a
 dev-like holdout, `training/calibrate.py`; the evidence states presence or absence only when that is sure
 enough) and the per-window probabilities (the evidence says *when* each content is heard).
@@ -26,23 +26,23 @@ SILENT_RATIO = 0.995  # levels.silence_ratio at or above this: digital or near s
 
 
 def _tagger() -> Any:
-    from earmark.experts import probe
+    from earmark.experts import learned
 
-    return probe
+    return learned
 
 
 class LearnedDomainExpert(Expert):
     name, version, record, needs = "domain", "1", DomainDecision, ("levels",)
 
     def __init__(self) -> None:
-        from earmark.experts import probe
+        from earmark.experts import learned
 
-        self.backend = f"probe:{probe.weights_id()}"
+        self.backend = f"probe:{learned.weights_id()}"
 
     def key_config(self) -> dict[str, Any]:
-        from earmark.experts import probe
+        from earmark.experts import learned
 
-        return {"weights": probe.weights_id(), "silent_ratio": SILENT_RATIO}
+        return {"weights": learned.weights_id(), "silent_ratio": SILENT_RATIO}
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[DomainDecision]:
         (levels,) = self.needed(context, clips, "levels")
