@@ -129,7 +129,7 @@ def loudness_contour(x: np.ndarray, step_s: float = LOUDNESS_STEP_S) -> list[flo
 
 def music_tags() -> tuple[str, dict]:
     """The music-tag heads' id ("musictags:<weights sha>") and their tag file."""
-    from earmark.experts import musictags
+    from earmark.experts.learned import musictags
 
     return f"musictags:{musictags.weights_id()}", musictags.load_tag_file()
 
@@ -152,7 +152,7 @@ def tag_fields(x: np.ndarray) -> dict[str, Any]:
     """MusicAnalysis fields of the music-tag heads for one clip: the tag file's evidence tags (clip and windows,
     calibrated probabilities, most likely first) and the rest as candidates (heads' tags, then musicnn's raw
     MTT / MSD tags)."""
-    from earmark.experts import musictags
+    from earmark.experts.learned import musictags
 
     tagger, tag_file = music_tags()
     evidence = evidence_tags(tag_file)

@@ -87,6 +87,9 @@ class ItemType:
     context: tuple[str, ...] = ()  # fields a reviewer sees beside the text
     label: str | None = None  # the field the browser view shows as the item's label (a caption's kind, …)
     reads: tuple[str, ...] = ("evidence",)  # the tables its stage reads (entailment: the captions, its premises)
+    # `validate(data, kind, ev, s, seen)`: one model-written reply checked as every strategy checks it (the
+    # focused writer and the joint strategy), the reply or a ValueError naming what to fix
+    validate: Callable[..., Any] | None = None
 
 
 class Inputs:

@@ -434,8 +434,8 @@ def test_an_unsure_tagger_verdict_is_neither_stated_nor_claimable():
     prompt sees it, a claim of it either way is unsupported, and no rule-written absence caption states it."""
     from earmark.prompts import load_phrases
     from earmark.stages.facts.render import render
-    from earmark.stages.synthesize.captions import absent_rows
     from earmark.stages.synthesize.common import Synth
+    from earmark.stages.synthesize.item_types.captions.write import absent_rows
 
     unsure_sound = evidence_of("u1", "0MA", probs=[0.01, 0.99, 0.7])  # tagged as present, P = 0.7
     assert unsure_sound.get("content.sound_events").value == "uncertain" and not unsure_sound.present("sound_events")
@@ -584,7 +584,7 @@ def test_a_quote_is_a_whole_phrase_heard_with_confidence():
     us": the transcript's mean probability was high, its words were not. Quotes now come from whole phrases
     whose every word is sure, and the audit supports only such words."""
     from earmark.stages.facts.render import View
-    from earmark.stages.synthesize.rule_captions import quote_of
+    from earmark.stages.synthesize.item_types.captions.rules import quote_of
 
     words = [("It", 0.95), ("was", 0.9), ("the", 0.93), ("winter", 0.9), ("of", 0.92), ("spare.", 0.31)]
     words += [("We", 0.4), ("add", 0.35), ("everything", 0.9), ("before", 0.93), ("us,", 0.9)]
@@ -661,7 +661,7 @@ def test_a_speaker_count_the_pitch_does_not_confirm_is_not_stated():
     )
     from earmark.stages.synthesize.common import Synth
     from earmark.stages.synthesize.evidence import build_evidence
-    from earmark.stages.synthesize.rule_captions import rule_captions
+    from earmark.stages.synthesize.item_types.captions.rules import rule_captions
 
     lin = {"clip_id": "d1", "expert": "x", "expert_version": "1", "backend": "b"}
     dom = DomainDecision(
@@ -766,7 +766,7 @@ def test_sound_captions_name_the_events_and_pass_the_audit():
     from earmark.prompts import load_phrases
     from earmark.stages.facts.render import render
     from earmark.stages.synthesize.common import Synth
-    from earmark.stages.synthesize.rule_captions import rule_captions
+    from earmark.stages.synthesize.item_types.captions.rules import rule_captions
 
     texts = [c.text for c in rule_captions(DOG, "sound", Synth(None, SynthesizeSection(content_captions="rule")))]
     assert texts == [

@@ -14,9 +14,9 @@ from earmark.core.config import SynthesizeSection
 from earmark.schemas.records import Caption
 from earmark.stages.filter.claims import audit, claim_verdict, entailment_label_check, extract
 from earmark.stages.synthesize.common import Synth
-from earmark.stages.synthesize.entailment import entailment_clip
 from earmark.stages.synthesize.evidence import evidence_of
-from earmark.stages.synthesize.rule_captions import rule_captions
+from earmark.stages.synthesize.item_types.captions.rules import rule_captions
+from earmark.stages.synthesize.item_types.entailment.write import entailment_clip
 
 DOG_THEN_CAR = evidence_of(
     "dc", "00A", {"0-2@sound.event": {"Dog": 0.97}, "4-6@sound.event": {"Dog": 0.97}, "8-10@sound.event": {"Car": 0.96}}

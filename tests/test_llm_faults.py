@@ -17,7 +17,7 @@ from earmark.llm.session import open_llm, preflight
 from earmark.stages.synthesize import _schemas
 from earmark.stages.synthesize.common import Synth
 from earmark.stages.synthesize.evidence import evidence_of
-from earmark.stages.synthesize.qa import qa_clip
+from earmark.stages.synthesize.item_types.qa.write import qa_clip
 
 MESSAGES = [{"role": "user", "content": "Describe the clip."}]
 SCHEMA = _schemas("qa")[0]

@@ -67,7 +67,7 @@ def _separation(clip_id: str) -> Separation:
 
 
 def test_tag_file_belongs_to_the_shipped_weights() -> None:
-    from earmark.experts import musictags
+    from earmark.experts.learned import musictags
     from earmark.experts.learned.musictags.model import Heads
 
     doc = musictags.load_tag_file()
@@ -83,7 +83,7 @@ def test_tag_file_belongs_to_the_shipped_weights() -> None:
 
 
 def test_drum_kit_is_tagged_drums_in_every_window() -> None:
-    from earmark.experts import musictags
+    from earmark.experts.learned import musictags
     from earmark.experts.learned.windows import window_bounds
 
     x = drum_kit()
@@ -116,7 +116,7 @@ def test_the_probe_and_the_tagger_share_musicnn_work() -> None:
 
 
 def test_music_expert_writes_valid_tag_records() -> None:
-    from earmark.experts import musictags
+    from earmark.experts.learned import musictags
     from earmark.experts.music import LibrosaMusicExpert, evidence_tags
 
     clips = [ClipAudio("kit", drum_kit()), ClipAudio("talk", np.zeros(SR, np.float32))]

@@ -14,8 +14,9 @@ from earmark.stages.filter.claims import audit, claim_verdict
 from earmark.stages.synthesize import ITEM_TYPES
 from earmark.stages.synthesize.common import Synth
 from earmark.stages.synthesize.evidence import evidence_of
-from earmark.stages.synthesize.qa import INFERENCE, qa_plan
-from earmark.stages.synthesize.rule_qa import rule_instructions, rule_qa
+from earmark.stages.synthesize.item_types.instructions.rules import rule_instructions
+from earmark.stages.synthesize.item_types.qa.rules import rule_qa
+from earmark.stages.synthesize.item_types.qa.write import INFERENCE, qa_plan
 from test_synthesis_units import _ev
 
 
@@ -147,7 +148,7 @@ def test_a_capable_endpoint_writes_every_item_kind_and_the_rules_catch(item):
     from earmark.llm import LLMClient
     from earmark.llm.fake_server import FakeLLMServer
     from earmark.stages.base import Inputs
-    from earmark.stages.synthesize.rule_captions import rule_captions
+    from earmark.stages.synthesize.item_types.captions.rules import rule_captions
 
     cfg = load_config(None, {"llm.model": "Qwen/Qwen2.5-72B-Instruct", "llm.endpoint": "http://gpu-box:8000/v1"})
     resolved = synthesize.resolve_writers(cfg.synthesize, cfg.llm.model)
@@ -198,7 +199,7 @@ def test_named_events_become_questions_answers_and_hypotheses():
     """A dog at 2-4 s and footsteps at 6-8 s: the rule-written items name them, say when, and each passes the
     audit; the hypotheses state their order, the contradiction the other way round."""
     from earmark.schemas.records import Caption
-    from earmark.stages.synthesize.rule_entailment import rule_entailment
+    from earmark.stages.synthesize.item_types.entailment.rules import rule_entailment
 
     pairs = rule_qa(EVENTS_CLIP, S).rows
     answers = " ".join(p.answer for p in pairs)
@@ -245,7 +246,7 @@ def _tagged_music(tags: dict[str, tuple[str, float]], domain: str = "0M0"):
 def test_music_captions_name_instruments_genre_and_mood_and_pass_the_audit():
     from earmark.prompts import load_phrases
     from earmark.stages.facts.render import render
-    from earmark.stages.synthesize.rule_captions import rule_captions
+    from earmark.stages.synthesize.item_types.captions.rules import rule_captions
 
     ev = _tagged_music(
         {

@@ -14,9 +14,9 @@ from earmark.llm.session import open_llm
 from earmark.metrics.ifeval import check_rule
 from earmark.prompts import load_prompt
 from earmark.schemas.records import Caption
-from earmark.stages.synthesize.entailment import check_entailment_set, entailment_clip
-from earmark.stages.synthesize.instructions import DIMENSION_ORDER, expected_answer, instructions_clip
-from earmark.stages.synthesize.instructions import instruction_plan as _plan
+from earmark.stages.synthesize.item_types.entailment.write import check_entailment_set, entailment_clip
+from earmark.stages.synthesize.item_types.instructions.write import DIMENSION_ORDER, expected_answer, instructions_clip
+from earmark.stages.synthesize.item_types.instructions.write import instruction_plan as _plan
 from earmark.stages.synthesize.joint import joint_clip
 from earmark.stages.synthesize.replies import EntailmentReply, InstructionReply, joint_reply, reply_schema
 from tests.test_synthesis_units import ScriptedLLM, _ev, synth
@@ -190,10 +190,14 @@ def test_joint_schema_and_partial_acceptance():
         "confidence": 0.8,
     }
     out = joint_clip(ev, synth(ScriptedLLM([reply])))
-    assert len(out["captions"].rows) == 11 + 6  # 1 bad speech reference rejected; music+sound absent by rule
-    # the reply schema's own limit (minLength 12, also what the grammar enforces) refuses it first
+    # 3 bad references rejected; music + sound absent by rule. The joint strategy checks a caption with its item
+    # type's own `validate`, as the focused one does: the reply schema's limit (minLength 12, also what the
+    # grammar enforces) and the kind's word count (MECAT's lengths), then the claim audit
+    assert len(out["captions"].rows) == 9 + 6
     assert [r.reason for r in out["captions"].rejections] == [
-        "speech reference 1: caption: String should have at least 12 characters"
+        "short reference 2: caption: Value error, 3 words, expected 5-13: 'Someone talks indoors.'",
+        "speech reference 1: caption: String should have at least 12 characters",
+        "environment reference 2: caption: Value error, 3 words, expected 4-12: 'Low noise indoors.'",
     ]
     assert len(out["qa"].rows) == 5 and len(out["entailment"].rows) == 3
     assert out["entailment"].rows[0].premise == PREMISE

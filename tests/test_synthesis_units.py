@@ -14,12 +14,12 @@ from earmark.stages.evaluate.predictions import PredictionError, load_prediction
 from earmark.stages.facts.render import render as _render
 from earmark.stages.filter.qc import kept_ids, run_checks
 from earmark.stages.synthesize import ITEM_TYPES
-from earmark.stages.synthesize.captions import caption_clip
 from earmark.stages.synthesize.common import Synth
 from earmark.stages.synthesize.evidence import evidence_of
-from earmark.stages.synthesize.qa import qa_plan
+from earmark.stages.synthesize.item_types.captions.rules import rule_captions
+from earmark.stages.synthesize.item_types.captions.write import caption_clip
+from earmark.stages.synthesize.item_types.qa.write import qa_plan
 from earmark.stages.synthesize.replies import CaptionReply
-from earmark.stages.synthesize.rule_captions import rule_captions
 
 PHRASES = load_phrases("evidence")
 
@@ -296,7 +296,7 @@ def test_config_errors_name_the_problem(tmp_path: Path):
 
 def test_a_failed_entailment_set_is_written_by_rule_and_every_label_passes_the_audit():
     from earmark.stages.filter.audit import audit_items
-    from earmark.stages.synthesize.entailment import entailment_clip
+    from earmark.stages.synthesize.item_types.entailment.write import entailment_clip
 
     ev = _ev()
     premise = Caption(

@@ -10,10 +10,12 @@ from earmark.core.config import FilterSection
 from earmark.schemas.records import CAPTION_KINDS, InstructionTriple, QAPair
 from earmark.stages.filter.qc import ClipContext, kept_ids, run_checks
 from earmark.stages.filter.wording import WORDING_CHECKS, english_words
-from earmark.stages.synthesize import ITEM_TYPES, captions
-from earmark.stages.synthesize.rule_captions import combined_captions, rule_captions
-from earmark.stages.synthesize.rule_entailment import rule_entailment
-from earmark.stages.synthesize.rule_qa import rule_instructions, rule_qa
+from earmark.stages.synthesize import ITEM_TYPES
+from earmark.stages.synthesize.item_types.captions import write as captions
+from earmark.stages.synthesize.item_types.captions.rules import combined_captions, rule_captions
+from earmark.stages.synthesize.item_types.entailment.rules import rule_entailment
+from earmark.stages.synthesize.item_types.instructions.rules import rule_instructions
+from earmark.stages.synthesize.item_types.qa.rules import rule_qa
 from test_qc import _cap, _hyp, _lin
 from test_rule_qa import CLIPS
 from test_rule_qa import S as RULE_SYNTH

@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--clips", type=int, default=20)
     a = ap.parse_args(argv)
-    from earmark.experts import musictags
     from earmark.experts.base import ClipAudio
     from earmark.experts.learned import musicnn as mn
+    from earmark.experts.learned import musictags
     from earmark.experts.learned.windows import window_bounds
     from earmark.experts.music import LibrosaMusicExpert, tag_fields
     from earmark.schemas.records import DomainDecision, Separation

@@ -34,7 +34,7 @@ from earmark.prompts import load_phrases
 from earmark.schemas import ClipEvidence, from_table
 from earmark.stages.facts.render import View
 from earmark.stages.filter.claims import event_spans
-from earmark.stages.synthesize.rule_captions import FACTS, quote_of
+from earmark.stages.synthesize.item_types.captions.rules import FACTS, quote_of
 from earmark.storage import Catalog
 
 TOLERANCE_S = 1.0

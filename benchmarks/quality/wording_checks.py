@@ -31,10 +31,13 @@ from qc_planted import TRANSCRIPTS, evidence  # noqa: E402
 from earmark.core.config import SynthesizeSection  # noqa: E402
 from earmark.schemas.records import CAPTION_KINDS, DOMAIN_CODES  # noqa: E402
 from earmark.stages.filter.wording import WORDING_CHECKS  # noqa: E402
-from earmark.stages.synthesize import ITEM_TYPES, captions, rule_qa  # noqa: E402
+from earmark.stages.synthesize import ITEM_TYPES  # noqa: E402
 from earmark.stages.synthesize.common import Synth  # noqa: E402
-from earmark.stages.synthesize.rule_captions import combined_captions, rule_captions  # noqa: E402
-from earmark.stages.synthesize.rule_entailment import rule_entailment  # noqa: E402
+from earmark.stages.synthesize.item_types.captions import write as captions  # noqa: E402
+from earmark.stages.synthesize.item_types.captions.rules import combined_captions, rule_captions  # noqa: E402
+from earmark.stages.synthesize.item_types.entailment.rules import rule_entailment  # noqa: E402
+from earmark.stages.synthesize.item_types.instructions.rules import rule_instructions  # noqa: E402
+from earmark.stages.synthesize.item_types.qa.rules import rule_qa  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 _HEADER = re.compile(r"^## \d+\. (\S+) \((\w+)/")
@@ -94,8 +97,8 @@ def rule_items() -> list[tuple[str, tuple[str, ...], object, str]]:
             hyps = rule_entailment(ev, long, s)[0] if long is not None else []
             written = {
                 "captions": caps,
-                "qa": rule_qa.rule_qa(ev, s).rows,
-                "instructions": rule_qa.rule_instructions(ev, s).rows,
+                "qa": rule_qa(ev, s).rows,
+                "instructions": rule_instructions(ev, s).rows,
                 "entailment": hyps,
             }
             for table, rows in written.items():

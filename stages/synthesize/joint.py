@@ -16,20 +16,13 @@ from pydantic import ValidationError
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS, Caption
-from earmark.stages.synthesize.captions import absent_rows, is_absent
 from earmark.stages.synthesize.common import Outcome, Synth, ask, reason_of
-from earmark.stages.synthesize.entailment import check_entailment_set, hypothesis_rows
-from earmark.stages.synthesize.instructions import expected_answer, instruction_plan, triple
-from earmark.stages.synthesize.qa import qa_plan, qa_row
-from earmark.stages.synthesize.replies import (
-    MAX_CHARS,
-    Hypotheses,
-    InstructionReply,
-    QAItem,
-    caption_reply,
-    joint_reply,
-    reply_schema,
-)
+from earmark.stages.synthesize.item_types.captions.write import absent_rows, is_absent
+from earmark.stages.synthesize.item_types.entailment.write import check_entailment_set, hypothesis_rows
+from earmark.stages.synthesize.item_types.instructions.write import expected_answer, instruction_plan, triple
+from earmark.stages.synthesize.item_types.qa.write import qa_plan, qa_row
+from earmark.stages.synthesize.registry import ITEM_TYPES
+from earmark.stages.synthesize.replies import Hypotheses, InstructionReply, QAItem, joint_reply, reply_schema
 
 PROMPTS = ("joint", "qa", "ifeval")  # joint renders the QA focus words and instruction plans from those files
 ITEMS = ("captions", "qa", "entailment", "instructions")
@@ -75,14 +68,8 @@ def joint_clip(ev: ClipEvidence, s: Synth, n_qa: int = 5) -> dict[str, Outcome]:
             continue
         seen: set[str] = set()
         for i, text in enumerate((data["captions"].get(kind) or [])[:3]):
-            try:
-                cap = (
-                    caption_reply(MAX_CHARS[kind])
-                    .model_validate({"caption": text, "confidence": conf}, context={"max_chars": MAX_CHARS[kind]})
-                    .caption
-                )
-                if cap.lower().rstrip(".") in seen:
-                    raise ValueError("repeats an earlier reference")
+            try:  # the item type's own check, as the focused strategy's (earmark.stages.synthesize.item_types)
+                cap = ITEM_TYPES["captions"].validate({"caption": text, "confidence": conf}, kind, ev, s, seen).caption
             except _ERRORS as exc:
                 reject("captions", f"{kind} reference {i}: {reason_of(exc, 400)}", str(text))
                 continue

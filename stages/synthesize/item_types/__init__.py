@@ -1,7 +1,8 @@
-"""The built-in item types, one module each (captions, QA pairs, entailment hypotheses, instruction triples),
-and any other module of this package: importing the package registers them all. Adding an item type is one
-module here (its `register(ItemType(...))`, with its writer, request plan and checks), its prompts and its
-tests."""
+"""The built-in item types, one package each (captions, QA pairs, entailment hypotheses, instruction triples),
+and any other module or package here: importing this package registers them all. A kind's package holds all its
+prompts-to-items code: `__init__.py` registers it (`register(ItemType(...))`: its record, writer, request plan,
+checks and audit), `write.py` writes its items (asking the model, or by rule where the configuration says so) and
+`rules.py` is its rule writer. Adding an item type is one module or package here, its prompts and its tests."""
 
 from __future__ import annotations
 

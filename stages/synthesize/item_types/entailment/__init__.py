@@ -12,8 +12,8 @@ from earmark.schemas.records import EntailmentHypothesis
 from earmark.stages.base import ItemType
 from earmark.stages.filter.audit import Audited, audit_hypothesis
 from earmark.stages.filter.qc import check_confidence, check_unfilled
-from earmark.stages.synthesize import entailment
 from earmark.stages.synthesize.common import Outcome, Synth
+from earmark.stages.synthesize.item_types.entailment import write as entailment
 from earmark.stages.synthesize.registry import register
 from earmark.stages.synthesize.replies import EntailmentReply, reply_schema
 

@@ -1,5 +1,5 @@
 """IFEval-Audio instruction triples: 3 per clip, each with a machine-checkable rule
-(earmark.stages.synthesize.instructions, by rule: earmark.stages.synthesize.rule_qa)."""
+(earmark.stages.synthesize.item_types.instructions.write, by rule: earmark.stages.synthesize.item_types.qa.rules)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from earmark.schemas.records import InstructionTriple
 from earmark.stages.base import ItemType
 from earmark.stages.filter.audit import audit_fields, instruction_fields, instruction_precheck
 from earmark.stages.filter.qc import check_confidence, check_ifeval_answer, check_unfilled
-from earmark.stages.synthesize import instructions, rule_qa
 from earmark.stages.synthesize.common import Outcome, Synth
+from earmark.stages.synthesize.item_types.instructions import rules as rule_instructions
+from earmark.stages.synthesize.item_types.instructions import write as instructions
+from earmark.stages.synthesize.item_types.qa import rules as rule_qa
 from earmark.stages.synthesize.registry import register
 from earmark.stages.synthesize.replies import instruction_reply, reply_schema
 
@@ -22,8 +24,8 @@ FORMS = ("list", "json", "answer")
 
 def _write(ev: ClipEvidence, s: Synth, premises: Any = ()) -> Outcome:
     if s.cfg.instruction_triples == "rule":
-        return rule_qa.rule_instructions(ev, s)
-    return instructions.instructions_clip(ev, s, fallback=lambda: rule_qa.rule_instructions(ev, s))
+        return rule_instructions.rule_instructions(ev, s)
+    return instructions.instructions_clip(ev, s, fallback=lambda: rule_instructions.rule_instructions(ev, s))
 
 
 def _audit(item: InstructionTriple, ev: ClipEvidence, thr: float):

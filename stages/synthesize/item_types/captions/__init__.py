@@ -1,4 +1,4 @@
-"""MECAT captions: 6 kinds × 3 references per clip (earmark.stages.synthesize.captions)."""
+"""MECAT captions: 6 kinds × 3 references per clip (earmark.stages.synthesize.item_types.captions.write)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from earmark.stages.base import ItemType
 from earmark.stages.filter.audit import Audited, audit_fields
 from earmark.stages.filter.budget import CAPTION_ORDER
 from earmark.stages.filter.qc import check_confidence, check_length, check_unfilled
-from earmark.stages.synthesize import captions
 from earmark.stages.synthesize.common import Outcome, Synth
+from earmark.stages.synthesize.item_types.captions import write as captions
 from earmark.stages.synthesize.registry import register
 from earmark.stages.synthesize.replies import MAX_CHARS, caption_reply, reply_schema
 
@@ -52,6 +52,7 @@ KIND = register(
         prompts=(*captions.PROMPTS, "absent", "content_captions"),
         reply_schemas=_reply_schemas,
         write=_write,
+        validate=captions.validated,
         max_requests=_max_requests,
         planned_requests=_planned,
         checks={"confidence": check_confidence, "length": check_length, "unfilled": check_unfilled},

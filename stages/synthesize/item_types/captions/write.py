@@ -3,7 +3,7 @@
 Short and long captions combine the clip's facts: each reference is an independent sample of the kind's
 focused prompt (small models asked for 3 paraphrases at once mostly repeat themselves); a reference equal to
 an earlier one is sent back for repair. Content captions (speech, music, sound, environment) are written by
-rule from the confident facts when `content_captions = "rule"` (earmark.stages.synthesize.rule_captions), and
+rule from the confident facts when `content_captions = "rule"` (earmark.stages.synthesize.item_types.captions.rules), and
 content the domain decision says is absent is stated as absent by rule (`absent_captions = "rule"`, the
 sentences of prompts/absent.toml), as MECAT's references do. With rule content captions, a clip whose only fact
 is its silence gets its short and long captions by rule too (absent.toml's `[silence]`): the facts fully
@@ -18,8 +18,8 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import CAPTION_KINDS, Caption
 from earmark.stages.synthesize.common import CONTENT_KINDS, Outcome, Synth, ask, grounded
+from earmark.stages.synthesize.item_types.captions.rules import combined_captions, rule_captions
 from earmark.stages.synthesize.replies import MAX_CHARS, caption_reply, reply_schema
-from earmark.stages.synthesize.rule_captions import combined_captions, rule_captions
 
 PROMPTS = tuple(f"caption_{k}" for k in CAPTION_KINDS)
 RULE_KINDS = ("speech", "music", "sound", "environment")
@@ -82,6 +82,17 @@ def _fallback(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     return rule_captions(ev, kind, s) if kind in RULE_KINDS else combined_captions(ev, kind, s)
 
 
+def validated(data: Any, kind: str, ev: ClipEvidence, s: Synth, seen: set[str]) -> Any:
+    """One model-written caption reply of `kind`, checked as every strategy checks it (the item type's
+    `validate`): the reply schema and its length, no repeat of an earlier reference (`seen`: their texts,
+    lower-cased without the full stop), and the claim audit. A ValueError names what to fix."""
+    reply = caption_reply(MAX_CHARS[kind]).model_validate(data, context={"max_chars": MAX_CHARS[kind], "kind": kind})
+    if reply.caption.lower().rstrip(".") in seen:
+        raise ValueError("this caption repeats an earlier one; write a different one")
+    grounded(s, ev, reply.caption)
+    return reply
+
+
 def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
     out = Outcome()
     for kind in CAPTION_KINDS:
@@ -108,12 +119,8 @@ def caption_clip(ev: ClipEvidence, s: Synth) -> Outcome:
         model = caption_reply(MAX_CHARS[kind])
         seen: set[str] = set()
 
-        def parse(data: Any, model: Any = model, kind: str = kind, seen: set[str] = seen) -> Any:
-            reply = model.model_validate(data, context={"max_chars": MAX_CHARS[kind], "kind": kind})
-            if reply.caption.lower().rstrip(".") in seen:
-                raise ValueError("this caption repeats an earlier one; write a different one")
-            grounded(s, ev, reply.caption)
-            return reply
+        def parse(data: Any, kind: str = kind, seen: set[str] = seen) -> Any:
+            return validated(data, kind, ev, s, seen)
 
         fallback = _fallback(ev, kind, s)
         for i in range(3):

@@ -6,7 +6,7 @@ the embedded 0.5B model's sets never passed the checks below. With `"llm"`, one 
 and the three hypotheses. Validation enforces the paper's generation rules a machine can check: whole
 sentences, three different hypotheses, none a copy of the premise, a contradiction without negation words
 (the paper's "easy contradiction" shortcut). A set that still fails after its repair is written by rule from
-the confident facts where they allow it (earmark.stages.synthesize.rule_entailment), beside its rejection row.
+the confident facts where they allow it (earmark.stages.synthesize.item_types.entailment.rules), beside its rejection row.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption, EntailmentHypothesis
 from earmark.stages.filter.claims import audit, entailment_label_check
 from earmark.stages.synthesize.common import Outcome, Synth, ask
+from earmark.stages.synthesize.item_types.entailment.rules import rule_entailment
 from earmark.stages.synthesize.replies import EntailmentReply, reply_schema
-from earmark.stages.synthesize.rule_entailment import rule_entailment
 
 PROMPTS = ("entailment", "entailment_rules")
 LABELS = ("entailment", "neutral", "contradiction")

@@ -1,5 +1,5 @@
-"""MECAT open QA: 5 pairs per clip over the 6 categories (earmark.stages.synthesize.qa, by rule:
-earmark.stages.synthesize.rule_qa)."""
+"""MECAT open QA: 5 pairs per clip over the 6 categories (earmark.stages.synthesize.item_types.qa.write, by rule:
+earmark.stages.synthesize.item_types.qa.rules)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from earmark.schemas.records import QAPair
 from earmark.stages.base import ItemType
 from earmark.stages.filter.audit import Audited, audit_fields
 from earmark.stages.filter.qc import check_answer_not_question, check_confidence, check_unfilled
-from earmark.stages.synthesize import qa, rule_qa
 from earmark.stages.synthesize.common import Outcome, Synth
+from earmark.stages.synthesize.item_types.qa import rules as rule_qa
+from earmark.stages.synthesize.item_types.qa import write as qa
 from earmark.stages.synthesize.registry import register
 from earmark.stages.synthesize.replies import QAItem, reply_schema
 
