@@ -17,7 +17,7 @@ from earmark.core.config import Config
 from earmark.flows.runs import artifact_key, name_flow_run
 from earmark.flows.shards import stage_task
 from earmark.schemas import ITEM_TABLES
-from earmark.stages import publish
+from earmark.stages import publish, review
 from earmark.stages.base import ShardJob
 from earmark.storage import Catalog, open_catalog
 from earmark.storage.lease import write_lease
@@ -25,13 +25,13 @@ from earmark.storage.lease import write_lease
 
 def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_id: str | None) -> dict[str, list[str]]:
     """`shards` plus the review overlay shard and the `reviews` shards, when any decision is stored."""
-    shards = publish.base_shards(cat, shards)
-    reviews = publish.review_keys(cat)
+    shards = review.base_shards(cat, shards)
+    reviews = review.review_keys(cat)
     if not reviews:
         return shards
     job = ShardJob(
-        publish.review_apply_spec(),
-        publish.review_apply,
+        review.review_apply_spec(),
+        review.review_apply,
         inputs={"reviews": reviews, **{t: shards.get(t, []) for t in ITEM_TABLES}},
     )
     key = stage_task.with_options(task_run_name="review-apply")(cfg, job, run_id).key

@@ -11,7 +11,8 @@ text the reviewer saw (`item_text`), so a regenerated item goes back to review i
 verdict on other words.
 
 Two ways in: a paused flow run that takes a typed `ReviewInput` in the Prefect UI (flows/review.py), or a
-review sheet (CSV or JSONL) written by `write_sheet`, filled in by people, and read by `read_sheet`.
+review sheet (CSV or JSONL) written by `write_sheet`, filled in by people, and read by `read_sheet`. The overlay is
+the shard of stage `review-apply` (`review_apply`, at the end of this module), which the publish flow runs.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from earmark.core.config import FilterSection
 from earmark.schemas import ITEM_TABLES, TABLES, from_table
 from earmark.schemas.outcomes import QCResult, ReviewDecision
 from earmark.schemas.records import Record
-from earmark.stages.base import StageSpec
+from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.facts.text import normalise
 from earmark.stages.filter.qc import check_ifeval_answer
 from earmark.stages.synthesize import ITEM_TYPES
@@ -346,3 +347,24 @@ def export_sheet(
         include_decided=include_decided,
     )
     return todo, write_sheet(todo, out)
+
+
+# ------------------------------------------------------------------------- the review-apply stage (at publish)
+def base_shards(cat: Catalog, shards: dict[str, list[str]]) -> dict[str, list[str]]:
+    """`shards` without review overlay shards (they are recomputed from all stored decisions)."""
+    overlay = set(cat.keys_where(stage="review-apply"))
+    return {t: [k for k in keys if k not in overlay] for t, keys in shards.items() if t != "reviews"}
+
+
+def review_keys(cat: Catalog) -> list[str]:
+    return cat.keys_where(table="reviews")
+
+
+def review_apply_spec() -> StageSpec:
+    return StageSpec("review-apply", REVIEW_VERSION, writes=("qc", *ITEM_TABLES), reads=("reviews", *ITEM_TABLES))
+
+
+def review_apply(inputs: Inputs) -> dict[str, list]:
+    """The review overlay stage: every stored decision applied to the version's items."""
+    overlay = review_overlay(inputs("reviews"), {t: inputs(t) for t in ITEM_TABLES})
+    return {"qc": overlay.qc, **overlay.items}

@@ -1,7 +1,7 @@
 """publish stages: the review overlay of a version, and a version's exports and dataset card.
 
 Only items that every QC check kept are exported. Human review decisions reach a version through the
-overlay shard (stage `review-apply`, earmark.stages.review): `human_review` QC rows and the rewritten
+overlay shard (stage `review-apply`, earmark.stages.review, run by the publish flow before this stage): `human_review` QC rows and the rewritten
 `<item_id>~rev` rows, so the same "kept" rule gives the reviewed set. The MECAT files follow the layout of
 the official `mecat` package's references (`caption/<domain>.jsonl`, `qa/<domain>.jsonl`), so
 `mecat-evaluate` can read them as a `reference_dir`. The exports of a version are one shard of stage
@@ -20,7 +20,6 @@ from earmark.stages.base import Inputs, StageSpec
 from earmark.stages.publish import formats
 from earmark.stages.publish.formats import kept_items
 from earmark.stages.publish.plots import card_section, write_plots
-from earmark.stages.review import REVIEW_VERSION, review_overlay
 from earmark.storage import Catalog
 from earmark.storage.paths import inside, plain_name, version_name
 from earmark.storage.shards import file_sha256
@@ -89,27 +88,7 @@ def export_items(cat: Catalog, version: str, out_dir: Path) -> dict[str, int]:
     return {"entailment_clips": len(ent), "entailment_clips_incomplete": len(skipped), "instruction_triples": len(ins)}
 
 
-def base_shards(cat: Catalog, shards: dict[str, list[str]]) -> dict[str, list[str]]:
-    """`shards` without review overlay shards (they are recomputed from all stored decisions)."""
-    overlay = set(cat.keys_where(stage="review-apply"))
-    return {t: [k for k in keys if k not in overlay] for t, keys in shards.items() if t != "reviews"}
-
-
-def review_keys(cat: Catalog) -> list[str]:
-    return cat.keys_where(table="reviews")
-
-
-# ---------------------------------------------------------------------------------------- the stages
-def review_apply_spec() -> StageSpec:
-    return StageSpec("review-apply", REVIEW_VERSION, writes=("qc", *ITEM_TABLES), reads=("reviews", *ITEM_TABLES))
-
-
-def review_apply(inputs: Inputs) -> dict[str, list]:
-    """The review overlay stage: every stored decision applied to the version's items."""
-    overlay = review_overlay(inputs("reviews"), {t: inputs(t) for t in ITEM_TABLES})
-    return {"qc": overlay.qc, **overlay.items}
-
-
+# ---------------------------------------------------------------------------------------- the stage
 def publish_spec(tables: list[str]) -> StageSpec:
     return StageSpec("publish", PUBLISH_VERSION, writes=("exports",), reads=tuple(sorted(tables)))
 
