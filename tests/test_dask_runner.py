@@ -14,7 +14,7 @@ import pytest
 
 from conftest import CatalogConnection
 from earmark.core.config import load_config
-from earmark.llm.fake_server import FakeLLMServer
+from support.fake_server import FakeLLMServer
 
 # columns that legitimately differ between two builds into two data roots (none in the expert tables)
 VARYING = {"run_id", "created_at", "started_at", "finished_at", "decided_at", "path"}

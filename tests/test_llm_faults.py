@@ -1,5 +1,5 @@
 """LLM outages fail fast and bounded: the client against every fault of the fault-injecting server
-(earmark.llm.fake_server), then real builds against a refused endpoint and against one that fails midway."""
+(tests/support/fake_server.py), then real builds against a refused endpoint and against one that fails midway."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 
 from earmark.core.config import LLMSection, SynthesizeSection, load_config
 from earmark.llm import CircuitOpenError, LLMClient, LLMEndpointError, ResponseCache, shard_budget
-from earmark.llm.fake_server import FakeLLMServer, minimal_instance, refused_url
 from earmark.llm.session import open_llm, preflight
 from earmark.stages.synthesize import _schemas
 from earmark.stages.synthesize.common import Synth
 from earmark.stages.synthesize.evidence import evidence_of
 from earmark.stages.synthesize.item_types.qa.write import qa_clip
+from support.fake_server import FakeLLMServer, minimal_instance, refused_url
 
 MESSAGES = [{"role": "user", "content": "Describe the clip."}]
 SCHEMA = _schemas("qa")[0]

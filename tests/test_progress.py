@@ -105,8 +105,8 @@ def test_synthesis_reports_each_request_against_an_exact_total(item, replies):
     requests the endpoint got."""
     from earmark.core.config import load_config
     from earmark.llm import LLMClient
-    from earmark.llm.fake_server import FakeLLMServer
     from earmark.stages.base import Inputs
+    from support.fake_server import FakeLLMServer
     from test_synthesis_units import _ev
 
     cfg = load_config(None, {"synthesize": {"qa_pairs": "llm", "instruction_triples": "llm"}})

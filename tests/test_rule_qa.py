@@ -115,8 +115,8 @@ def test_every_dimension_gets_a_rule_written_answer_somewhere():
 @pytest.mark.parametrize("item", ["qa", "instructions"])
 def test_rule_written_items_send_no_request(item):
     from earmark.llm import LLMClient
-    from earmark.llm.fake_server import FakeLLMServer
     from earmark.stages.base import Inputs
+    from support.fake_server import FakeLLMServer
 
     cfg = load_config(None, {})  # the embedded small model: "auto" writers are the rules
     assert cfg.synthesize.qa_pairs == "auto" and cfg.synthesize.instruction_triples == "auto"
@@ -146,9 +146,9 @@ def test_a_capable_endpoint_writes_every_item_kind_and_the_rules_catch(item):
     what it cannot write truthfully (here: a server whose replies are valid JSON but empty of meaning, which the
     checks reject) is written by rule instead, and each row says who wrote it."""
     from earmark.llm import LLMClient
-    from earmark.llm.fake_server import FakeLLMServer
     from earmark.stages.base import Inputs
     from earmark.stages.synthesize.item_types.captions.rules import rule_captions
+    from support.fake_server import FakeLLMServer
 
     cfg = load_config(None, {"llm.model": "Qwen/Qwen2.5-72B-Instruct", "llm.endpoint": "http://gpu-box:8000/v1"})
     resolved = synthesize.resolve_writers(cfg.synthesize, cfg.llm.model)

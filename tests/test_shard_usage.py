@@ -10,11 +10,11 @@ from pathlib import Path
 
 from earmark.flows.shards import shard_table
 from earmark.llm import LLMClient, ResponseCache
-from earmark.llm.fake_server import FakeLLMServer
 from earmark.schemas.records import Caption
 from earmark.stages.base import Inputs, ShardJob, StageSpec, run_job
 from earmark.stages.synthesize import _per_clip, _schemas
 from earmark.storage import Catalog
+from support.fake_server import FakeLLMServer
 
 SCHEMA = _schemas("captions")[0]
 LLM_COLUMNS = ("llm_requests", "llm_cache_hits", "prompt_tokens", "completion_tokens")

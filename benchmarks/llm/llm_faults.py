@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/llm/llm_faults.py [--timeout-s 5] [--request-budget-s 30] [--skip-builds]
 
-Every endpoint is earmark.llm.fake_server on loopback. Part 1: one QA request (the client as a build opens it,
+Every endpoint is tests/support/fake_server.py on loopback. Part 1: one QA request (the client as a build opens it,
 `[llm]` defaults except `timeout_s` and `request_budget_s`) per fault mode, then 10 requests in a row against HTTP 500 (the breaker).
 Part 2: `earmark build` (the CLI, in a subprocess, against one Prefect test server) on two generated clips, one
 shard each, with the same two settings, into a fresh data root per case: the endpoint refused, answering 500, hanging,
@@ -23,11 +23,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from earmark.core.config import LLMSection
-from earmark.llm import LLMEndpointError
-from earmark.llm.fake_server import FakeLLMServer, refused_url
-from earmark.llm.session import open_llm
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))  # the fake server is a test tool
+
+from earmark.core.config import LLMSection  # noqa: E402
+from earmark.llm import LLMEndpointError  # noqa: E402
+from earmark.llm.session import open_llm  # noqa: E402
 from earmark.stages.synthesize import _schemas
+from support.fake_server import FakeLLMServer, refused_url  # noqa: E402
 
 QA_PROMPT = "You write question-answer pairs"  # a phrase of prompts/qa.toml's system prompt
 

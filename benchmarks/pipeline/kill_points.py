@@ -5,7 +5,7 @@
 
 A small corpus (the demo generator, `--per-domain` clips of each MECAT domain, 4 s each, 3 files per shard)
 is built with the real `earmark` command line against the fault-injecting OpenAI-compatible server in its
-well-behaved mode (`python -m earmark.llm.fake_server --mode ok`: schema-valid replies, so this measures
+well-behaved mode (`tests/support/fake_server.py --mode ok`: schema-valid replies, so this measures
 earmark's crash safety, not a model), then evaluated (`earmark evaluate`, similarity of the long captions).
 Two uninterrupted reference runs fix the expected content and which columns legitimately differ between runs
 (run ids, timestamps). Then, for each point, a fresh data root — sharing the reference's LLM request cache —

@@ -7,7 +7,7 @@ LLM, measuring earmark itself — peak memory, throughput per stage over time, c
 Generates `--clips` 2 s clips (seeded noise, tones and pulses; 16 kHz PCM), then runs the real `earmark
 build` command line — 64 files per shard, the embedded profile, the threads runner — reporting to one Prefect
 server on loopback, with the LLM replaced by the fault-injecting server in its well-behaved mode
-(`earmark.llm.fake_server --mode ok`: instant schema-valid replies), so the figures are earmark's, not a
+(`tests/support/fake_server.py --mode ok`: instant schema-valid replies), so the figures are earmark's, not a
 model's. `--analyze-clips N` runs analyze and later stages on the first N clips only (a second dataset),
 when the whole set cannot be analysed in one sitting on this machine: say so where the figures are quoted.
 

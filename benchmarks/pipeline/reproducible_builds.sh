@@ -6,7 +6,7 @@
 #
 #   benchmarks/pipeline/reproducible_builds.sh WORK_DIR [embedded|fake] [KILL_AFTER_REQUESTS]
 #
-# embedded: the default llama.cpp servers (about 6-10 min a build on 2 cores); fake: earmark.llm.fake_server in mode
+# embedded: the default llama.cpp servers (about 6-10 min a build on 2 cores); fake: tests/support/fake_server.py in mode
 # ok (every reply a minimal schema instance, about 3 min a build; killed 5 s into synthesis). Needs .venv (make setup).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,7 +19,7 @@ mkdir -p "$WORK"
 ARGS=(--no-progress)
 if [ "$LLM" = fake ]; then
   PORT=$(.venv/bin/python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  .venv/bin/python -m earmark.llm.fake_server --port "$PORT" --mode ok >"$WORK/fake.log" 2>&1 &
+  .venv/bin/python tests/support/fake_server.py --port "$PORT" --mode ok >"$WORK/fake.log" 2>&1 &
   FAKE=$!
   trap 'kill $FAKE 2>/dev/null || true' EXIT
   sleep 3

@@ -4,7 +4,7 @@
 
 Everything happens in a fresh temp dir through the real `earmark` command line (`python -m earmark.cli.main`,
 the installed `earmark`), with a local Prefect server of its own (`EARMARK_PREFECT__HOME` under the temp dir,
-stopped at the end) and the fake LLM endpoint (`earmark.llm.fake_server --mode ok`) for the builds that write
+stopped at the end) and the fake LLM endpoint (`tests/support/fake_server.py --mode ok`) for the builds that write
 items. Only attempt 7 calls library code: the QC checks (`stages/filter/qc.run_checks`), which no command runs
 on a hand-written item. The attempts:
 

@@ -30,7 +30,7 @@ def free_port() -> int:
 @contextlib.contextmanager
 def fake_llm(port: int):
     proc = subprocess.Popen(
-        [sys.executable, "-m", "earmark.llm.fake_server", "--port", str(port), "--mode", "ok"],
+        [sys.executable, str(Path(__file__).with_name("fake_server.py")), "--port", str(port), "--mode", "ok"],
         env={**os.environ},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -14,7 +14,7 @@ modes are the ways an endpoint fails:
 
 Which mode answers: a rule whose pattern occurs in the request (`route`), else the schedule (`schedule`:
 "ok*3,500" = three ok replies, then 500 for good), else the server's mode. Requests are counted
-(`requests`, per mode in `served`). As a tool: `python -m earmark.llm.fake_server --port 8099 --mode ok`.
+(`requests`, per mode in `served`). As a tool: `.venv/bin/python tests/support/fake_server.py --port 8099 --mode ok`.
 """
 
 from __future__ import annotations
@@ -322,7 +322,7 @@ def _models(model: str) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m earmark.llm.fake_server", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="tests/support/fake_server.py", description=__doc__.split("\n\n")[0])
     p.add_argument("--port", type=int, default=8099)
     p.add_argument("--mode", choices=MODES, default="ok")
     p.add_argument("--schedule", help='e.g. "ok*100,500": 100 good replies, then HTTP 500 for good')
