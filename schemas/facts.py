@@ -79,6 +79,16 @@ _ROWS: tuple[FactType, ...] = (
     FactType("acoustics.bandwidth_hz", "effective bandwidth in Hz", confidence=0.9, band="bandwidth"),
     FactType("acoustics.plcmos", "PLCMOS packet-loss quality", confidence=0.7),
 )
+# A content kind, as items name it ("sound" captions are about the sound events), and the content its presence
+# fact is about: the one mapping the renderer, the rule writers, the audit and the margin filter read.
+CONTENT = {"speech": "speech", "music": "music", "sound": "sound_events"}
+
+
+def content_fact(kind: str) -> str:
+    """The presence fact type of a content or item kind: "sound" and "sound_events" → content.sound_events."""
+    return f"content.{CONTENT.get(kind, kind)}"
+
+
 FACT_TYPES: dict[str, FactType] = {t.name: t for t in _ROWS}
 
 

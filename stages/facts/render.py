@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from earmark.prompts import Phrases
 from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.facts import CONTENT, content_fact
 from earmark.stages.facts import bands
 
 MAX_TRANSCRIPT_WORDS = 60
@@ -20,7 +21,8 @@ SOUND_LABELS = {"sound", "impulsive sound", "tonal sound", "noise"}  # window la
 
 
 class View:
-    """A clip's evidence as the renderer reads it: confident facts only."""
+    """A clip's evidence as the renderer and the claim audit read it: the facts that reach the confidence
+    threshold (measurements, without a confidence, count as confident)."""
 
     def __init__(self, ev: ClipEvidence, min_confidence: float) -> None:
         self.ev, self.thr = ev, min_confidence
@@ -34,9 +36,23 @@ class View:
         return None if f is None else f.number
 
     def content(self, kind: str) -> str | None:
-        """'present' / 'absent' when the evidence is sure of `kind`, else None ("uncertain")."""
-        f = self.ok(f"content.{kind}")
+        """'present' / 'absent' when the evidence is sure of `kind` ("speech", "music", "sound" or
+        "sound_events"), else None ("uncertain")."""
+        f = self.ok(content_fact(kind))
         return f.value if f is not None and f.value in ("present", "absent") else None
+
+    def labels(self, type_: str) -> dict[str, float]:
+        """The confident labels of a labelled fact type, over its subjects."""
+        return {
+            k: v
+            for s in self.ev.subjects(type_) or [None]
+            for k, v in self.ev.labels(type_, s).items()
+            if v >= self.thr
+        }
+
+    def all_labels(self, type_: str) -> list[tuple[str, float]]:
+        """Every label of a fact type with its number, confident or not."""
+        return [(f.value, f.number or 0.0) for f in self.ev.all(type_) if f.value]
 
     def windows(self, labels: set[str]) -> list[tuple[float, float]]:
         """(start, end) of the tagger's windows where one of `labels` is likely."""
@@ -382,7 +398,7 @@ def render(ev: ClipEvidence, kind: str, phrases: Phrases, min_confidence: float 
     """Plain-language evidence for one view: 'short', 'long', 'speech', 'music', 'sound', 'environment'."""
     p, v = phrases, View(ev, min_confidence)
     if kind in ("speech", "music", "sound"):  # the content's own view, headed by whether it is there
-        content = {"speech": "speech", "music": "music", "sound": "sound_events"}[kind]
+        content = CONTENT[kind]
         state = v.content(content)
         head = [p["content"][state][content]] if state else []
         body = {"speech": _speech_lines, "music": _music_lines, "sound": _sound_lines}[kind](p, v)

@@ -35,6 +35,7 @@ import numpy as np
 from earmark.core.config import FilterSection
 from earmark.prompts import Phrases
 from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.facts import CONTENT
 from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption
 from earmark.stages.facts.render import render
@@ -119,7 +120,7 @@ def evidence_text(ev: ClipEvidence, kind: str, phrases: Phrases) -> str:
     """The evidence a caption of `kind` should agree with, as plain sentences: the per-kind rendering of
     what *is* there (lines stating absence would pull captions of the absent content closer)."""
     if kind in ("short", "long"):
-        present = [k for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events")) if ev.present(c)]
+        present = [k for k, c in CONTENT.items() if ev.present(c)]
         parts = [render(ev, k, phrases) for k in present]
     else:
         parts = [render(ev, kind, phrases)]

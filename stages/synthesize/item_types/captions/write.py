@@ -16,6 +16,7 @@ from typing import Any
 
 from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.facts import content_fact
 from earmark.schemas.records import CAPTION_KINDS, Caption
 from earmark.stages.synthesize.common import CONTENT_KINDS, Outcome, Synth, ask, grounded
 from earmark.stages.synthesize.item_types.captions.rules import combined_captions, rule_captions
@@ -25,17 +26,13 @@ PROMPTS = tuple(f"caption_{k}" for k in CAPTION_KINDS)
 RULE_KINDS = ("speech", "music", "sound", "environment")
 
 
-def _content_fact(kind: str) -> str:
-    return "content.sound_events" if kind == "sound" else f"content.{kind}"
-
-
 def is_absent(ev: ClipEvidence, kind: str, s: Synth) -> bool:
     """The domain code says `kind` is absent; absence is *stated* only when the evidence is sure of it."""
     return kind in CONTENT_KINDS and ev.domain[CONTENT_KINDS[kind]] == "0" and s.cfg.absent_captions == "rule"
 
 
 def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
-    fact = ev.get(_content_fact(kind))
+    fact = ev.get(content_fact(kind))
     if fact is None or fact.value != "absent":  # "uncertain": the tagger may have missed it; say nothing
         return []
     confidence = fact.confidence if fact.confidence is not None else 1.0 - (fact.number or 0.0)

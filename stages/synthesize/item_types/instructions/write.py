@@ -18,6 +18,7 @@ from typing import Any
 from earmark.metrics.ifeval import check_rule
 from earmark.prompts import Prompt
 from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas.facts import CONTENT
 from earmark.schemas.records import InstructionTriple
 from earmark.stages.filter.claims import about_audio
 from earmark.stages.synthesize.common import Outcome, Spare, Synth, ask, check_sentence, clean, grounded
@@ -30,9 +31,7 @@ DIMENSION_ORDER = ("Content", "Capitalization", "Symbol", "List Structure", "Len
 def _keyword(ev: ClipEvidence, rule: int, words: dict[str, str]) -> str:
     if rule != 1:
         return words["exclude"]  # rule 2: a word a lazy answer tends to use
-    present = [
-        words[k] for k, c in (("speech", "speech"), ("music", "music"), ("sound", "sound_events")) if ev.present(c)
-    ]
+    present = [words[k] for k, c in CONTENT.items() if ev.present(c)]
     return present[0] if present else words["none"]
 
 
