@@ -91,7 +91,7 @@ def test_a_policy_of_another_model_is_refused(tmp_path) -> None:
 def test_every_stated_class_can_be_rendered_and_audited() -> None:
     """A class the policy may state has its words in evidence.toml and a claim pattern the audit reads, so an item
     can say it and the audit can check it."""
-    phrases = tomllib.loads((Path(evidence.__file__).parents[2] / "prompts" / "evidence.toml").read_text())["events"]
+    phrases = tomllib.loads((Path(evidence.__file__).parents[3] / "prompts" / "evidence.toml").read_text())["events"]
     audited = {c.name for c in registry().values() if c.claim}
     for r in ye.rules():
         assert r.name in phrases and {"noun", "clause"} <= set(phrases[r.name]), r.name
