@@ -27,7 +27,7 @@ import numpy as np
 
 from earmark.core.threads import onnx_options
 from earmark.experts.audio import samples_16k, speech_only
-from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once, torch_cuda
 from earmark.schemas.records import RoomAcoustics, SpeechActivity
 
 ENV_WIN, ENV_HOP = 256, 128  # 16 ms window, 8 ms hop for the decay envelope
@@ -207,7 +207,7 @@ class RoomAcousticsExpert(Expert):
     @property
     def uses_gpu(self) -> bool:
         """PLCMOS on the GPU: with a CUDA device that torch sees (else PLCMOS scores on the CPU)."""
-        return super().uses_gpu and self.with_plcmos and _torch_cuda()
+        return super().uses_gpu and self.with_plcmos and torch_cuda()
 
     def key_config(self) -> dict[str, Any]:
         return {
@@ -247,9 +247,3 @@ class RoomAcousticsExpert(Expert):
             plcmos=None,
             method=METHOD,
         )
-
-
-def _torch_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()

@@ -54,3 +54,8 @@ def speech_to_score(
     speech = [speech_only(samples_16k(c), vad[c.clip_id].segments) for c in clips]
     seconds = [round(a.size / SAMPLE_RATE, 3) for a in speech]
     return speech, seconds, [i for i, s in enumerate(seconds) if s >= min_speech_s]
+
+
+def logistic(value: float, mid: float, scale: float) -> float:
+    """A logistic curve through 0.5 at `mid`, `scale` wide: the DSP heuristics' probability of a feature value."""
+    return float(1.0 / (1.0 + np.exp(-(value - mid) / scale)))

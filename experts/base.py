@@ -110,4 +110,11 @@ class Expert:
         return out
 
 
-__all__ = ["SAMPLE_RATE", "ClipAudio", "Context", "Expert", "load_once"]
+def torch_cuda() -> bool:
+    """Whether torch sees a CUDA device (imported only when asked: the CPU default never loads torch for it)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+__all__ = ["SAMPLE_RATE", "ClipAudio", "Context", "Expert", "load_once", "torch_cuda"]

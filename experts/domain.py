@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from earmark.experts.audio import samples_16k
+from earmark.experts.audio import logistic, samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
 from earmark.schemas.records import AcousticProfile, DomainDecision, NamedValue, SpeechActivity, domain_code
 
@@ -52,10 +52,6 @@ THRESHOLDS: dict[str, float] = {
     "tonal_share_mid": 0.6,
     "tonal_share_scale": 0.04,  # with music: a low tonal share means noise
 }
-
-
-def _logistic(value: float, mid: float, scale: float) -> float:
-    return float(1.0 / (1.0 + np.exp(-(value - mid) / scale)))
 
 
 def _db(x: np.ndarray | float) -> np.ndarray | float:
@@ -152,23 +148,23 @@ def domain_features(x: np.ndarray, activity: SpeechActivity) -> dict[str, float]
 
 def decide(feats: dict[str, float], speech_s: float, t: dict[str, float] = THRESHOLDS) -> tuple[float, float, float]:
     """(speech_prob, music_prob, sound_prob) from the features; sound evidence depends on the music call."""
-    speech = _logistic(speech_s, t["speech_s_mid"], t["speech_s_scale"])
-    music = _logistic(feats["sustained_tonal_db"], t["tonal_db_mid"], t["tonal_db_scale"])
+    speech = logistic(speech_s, t["speech_s_mid"], t["speech_s_scale"])
+    music = logistic(feats["sustained_tonal_db"], t["tonal_db_mid"], t["tonal_db_scale"])
     with_music = music >= 0.5
     # Onsets music does not explain: off its grid when there is music, any onset in the pauses otherwise.
     onsets = feats["offgrid_peaks"] if with_music else feats["onset_peaks"]
     evidence = [
-        _logistic(onsets, t["onsets_music_mid"] if with_music else t["onsets_mid"], t["onsets_scale"]),
-        _logistic(
+        logistic(onsets, t["onsets_music_mid"] if with_music else t["onsets_mid"], t["onsets_scale"]),
+        logistic(
             feats["sustained_noise_db"],
             t["noise_music_db_mid"] if with_music else t["noise_db_mid"],
             t["noise_db_scale"],
         ),
     ]
     if with_music:
-        evidence.append(_logistic(-feats["tonal_share"], -t["tonal_share_mid"], t["tonal_share_scale"]))
+        evidence.append(logistic(-feats["tonal_share"], -t["tonal_share_mid"], t["tonal_share_scale"]))
     elif speech < 0.5:  # rain, wind or traffic on their own are a sound scene, not silence
-        evidence.append(_logistic(feats["floor_dbfs"], t["floor_dbfs_mid"], t["floor_dbfs_scale"]))
+        evidence.append(logistic(feats["floor_dbfs"], t["floor_dbfs_mid"], t["floor_dbfs_scale"]))
     return speech, music, max(evidence)
 
 

@@ -28,7 +28,7 @@ import numpy as np
 
 from earmark.core.threads import onnx_options
 from earmark.experts.audio import samples_16k, speech_only, speech_to_score
-from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
+from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once, torch_cuda
 from earmark.schemas.records import SpeechActivity, SpeechQuality
 
 log = logging.getLogger(__name__)
@@ -90,12 +90,6 @@ def _onnx_cuda() -> bool:
     return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
 
 
-def _torch_cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
 def gpu_runtime(device: str) -> str | None:
     """What scores DNSMOS on the GPU for `device`: ONNX Runtime's CUDA provider where the worker has
     onnxruntime-gpu, else the graphs' torch port (experts/onnx_torch.py) where torch sees CUDA; None: the CPU."""
@@ -103,7 +97,7 @@ def gpu_runtime(device: str) -> str | None:
         return None
     if _onnx_cuda():
         return "onnxruntime"
-    return "torch" if _torch_cuda() else None
+    return "torch" if torch_cuda() else None
 
 
 def _mel_p808(device: Any) -> Any:
@@ -156,7 +150,7 @@ class BatchedDNSMOS:
 
             from earmark.experts.onnx_torch import OnnxModule
 
-            self.device = torch.device(device if device.startswith("cuda") and _torch_cuda() else "cpu")
+            self.device = torch.device(device if device.startswith("cuda") and torch_cuda() else "cpu")
             self.primary = OnnxModule(_models() / "sig_bak_ovr.onnx").to(self.device).eval()
             self.p808 = OnnxModule(_models() / "model_v8.onnx").to(self.device).eval()
             self.mel = _mel_p808(self.device)

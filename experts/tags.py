@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from earmark.experts.audio import samples_16k
+from earmark.experts.audio import logistic, samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert
 from earmark.schemas.records import DomainDecision, LabelProb, SoundEvents, SpeechActivity, WindowTags
 
@@ -26,10 +26,6 @@ WINDOW_S = 2.0
 N_FFT, HOP = 1024, 256
 FRAME_S = HOP / SAMPLE_RATE
 LABELS = ("speech", "music", "tonal sound", "impulsive sound", "noise", "silence")
-
-
-def _sig(value: float, mid: float, scale: float) -> float:
-    return float(1.0 / (1.0 + np.exp(-(value - mid) / scale)))
 
 
 def window_features(x: np.ndarray, activity: SpeechActivity) -> list[dict[str, float]]:
@@ -74,14 +70,14 @@ def window_features(x: np.ndarray, activity: SpeechActivity) -> list[dict[str, f
 
 
 def window_tags(f: dict[str, float], music_prob: float) -> list[LabelProb]:
-    other = _sig(f["active_nonspeech_share"], 0.15, 0.05)  # enough non-speech sound to judge it
+    other = logistic(f["active_nonspeech_share"], 0.15, 0.05)  # enough non-speech sound to judge it
     probs = {
-        "speech": _sig(f["speech_share"], 0.2, 0.05),
-        "music": music_prob * other * _sig(f["harmonic_share"], 0.5, 0.08),
-        "tonal sound": other * _sig(f["harmonic_share"], 0.6, 0.08),
-        "impulsive sound": other * _sig(f["onsets"], 0.5, 0.3),
-        "noise": other * _sig(f["flatness_db"], -18.0, 3.0),
-        "silence": _sig(-f["level_db"], 50.0, 2.0),
+        "speech": logistic(f["speech_share"], 0.2, 0.05),
+        "music": music_prob * other * logistic(f["harmonic_share"], 0.5, 0.08),
+        "tonal sound": other * logistic(f["harmonic_share"], 0.6, 0.08),
+        "impulsive sound": other * logistic(f["onsets"], 0.5, 0.3),
+        "noise": other * logistic(f["flatness_db"], -18.0, 3.0),
+        "silence": logistic(-f["level_db"], 50.0, 2.0),
     }
     return [LabelProb(label=k, prob=round(v, 4)) for k, v in sorted(probs.items(), key=lambda kv: -kv[1])]
 

@@ -28,7 +28,6 @@ import re
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +39,7 @@ from earmark.core.config import Config
 from earmark.schemas import TABLES, arrow_schema
 from earmark.storage import lake
 from earmark.storage.lake import LakeLocation, S3Access
-from earmark.storage.lease import LEASE_COLUMNS, Lease
+from earmark.storage.lease import LEASE_COLUMNS, Lease, utc_now
 from earmark.storage.paths import inside, plain_name
 from earmark.storage.shards import ShardFile, read_shard, write_shard
 
@@ -95,10 +94,6 @@ class ShardMeta:
     prompt_sha: str | None = None
     model: str | None = None
     config: Mapping[str, Any] | None = None
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def check_dataset_name(dataset: str) -> str:
@@ -257,7 +252,7 @@ class Catalog:
 
         def add(con: duckdb.DuckDBPyConnection) -> None:
             known = {s for (s,) in con.execute("SELECT source FROM manifest").fetchall()}
-            rows = [(src, shard, run_id, _now()) for src, shard in assigned.items() if src not in known]
+            rows = [(src, shard, run_id, utc_now()) for src, shard in assigned.items() if src not in known]
             _insert_rows(con, "manifest", ("source", "shard", "run_id", "added_at"), rows)
 
         self._transaction(add)
@@ -331,7 +326,7 @@ class Catalog:
                         f.bytes,
                         f.sha256,
                         run_id,
-                        _now(),
+                        utc_now(),
                     ]
                     for name, f in files.items()
                 ],
@@ -381,12 +376,12 @@ class Catalog:
 
     def start_run(self, flow: str, config: Mapping[str, Any], run_id: str | None = None) -> str:
         run_id = run_id or self.new_run_id()
-        row = [run_id, flow, _now(), json.dumps(dict(config), sort_keys=True, default=str)]
+        row = [run_id, flow, utc_now(), json.dumps(dict(config), sort_keys=True, default=str)]
         self._transaction(lambda con: con.execute("INSERT INTO runs VALUES (?, ?, ?, NULL, 'running', ?, NULL)", row))
         return run_id
 
     def finish_run(self, run_id: str, status: str, stats: Mapping[str, Any]) -> None:
-        row = [_now(), status, json.dumps(dict(stats), sort_keys=True, default=str), run_id]
+        row = [utc_now(), status, json.dumps(dict(stats), sort_keys=True, default=str), run_id]
         self._transaction(
             lambda con: con.execute("UPDATE runs SET finished_at = ?, status = ?, stats_json = ? WHERE run_id = ?", row)
         )
@@ -445,7 +440,7 @@ class Catalog:
                     )
             con.execute(
                 "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?)",
-                [version, _now(), run_id, latest, note, json.dumps(dict(stats or {}), default=str)],
+                [version, utc_now(), run_id, latest, note, json.dumps(dict(stats or {}), default=str)],
             )
             rows = [(version, key, table) for table, keys in wanted.items() for key in keys]
             _insert_rows(con, "version_shards", ("version", "key", "table_name"), rows)

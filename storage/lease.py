@@ -69,7 +69,8 @@ class Holder:
         )
 
 
-def _now() -> datetime:
+def utc_now() -> datetime:
+    """Now in UTC, naive: the catalog's and the lease's timestamps (DuckDB TIMESTAMP columns)."""
     return datetime.now(UTC).replace(tzinfo=None)
 
 
@@ -135,7 +136,7 @@ class Lease:
     # ------------------------------------------------------------------------------------------ take
     def _try_take(self, con: duckdb.DuckDBPyConnection) -> tuple[Holder | None, bool]:
         """(the other holder, False) when busy; (a dead holder taken over or None, True) when taken."""
-        now = _now()
+        now = utc_now()
         holder = read_holder(con)
         if holder is not None and holder.run_id == self.run_id:
             return None, False  # our own run already holds it (re-entered)
@@ -158,7 +159,7 @@ class Lease:
         if mine is not None and (self.nested or mine.run_id == self.run_id):
             self._reentered = True
             return self
-        deadline = _now().timestamp() + self.wait_s
+        deadline = utc_now().timestamp() + self.wait_s
         while True:
             other, taken = self.catalog._transaction(self._try_take)
             if taken:
@@ -167,14 +168,14 @@ class Lease:
             if other is None:  # held by this run already: the outer holder heartbeats and releases
                 self._reentered = True
                 return self
-            if _now().timestamp() >= deadline:
+            if utc_now().timestamp() >= deadline:
                 raise DatasetBusyError(
-                    f"dataset {self.catalog.dataset!r} is being written by {other.describe(_now())}; "
+                    f"dataset {self.catalog.dataset!r} is being written by {other.describe(utc_now())}; "
                     f"wait for it to finish (or set [run] lease_wait_s to wait for it). If that process is gone, "
-                    f"its lease expires {max(0.0, self.stale_after_s - other.age_s(_now())):.0f} s after its "
+                    f"its lease expires {max(0.0, self.stale_after_s - other.age_s(utc_now())):.0f} s after its "
                     f"last heartbeat ([run] lease_stale_s = {self.stale_after_s:.0f})."
                 )
-            self._stop.wait(min(self.heartbeat_s, max(0.5, deadline - _now().timestamp())))
+            self._stop.wait(min(self.heartbeat_s, max(0.5, deadline - utc_now().timestamp())))
         self._thread = threading.Thread(target=self._beat, name=f"lease-{self.catalog.dataset}", daemon=True)
         self._thread.start()
         _held[self.catalog.dataset] = self
@@ -185,7 +186,7 @@ class Lease:
         holder = read_holder(con)
         if holder is None or holder.run_id != self.run_id:
             return False
-        con.execute("UPDATE main.lease SET heartbeat_at = ? WHERE id = 1", [_now()])
+        con.execute("UPDATE main.lease SET heartbeat_at = ? WHERE id = 1", [utc_now()])
         return True
 
     def _beat(self) -> None:

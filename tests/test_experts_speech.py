@@ -185,9 +185,9 @@ def test_dnsmos_holds_the_gpu_slot_only_where_it_scores_on_the_gpu(monkeypatch) 
     from earmark.experts import quality
 
     monkeypatch.setattr(quality, "_onnx_cuda", lambda: False)
-    monkeypatch.setattr(quality, "_torch_cuda", lambda: False)
+    monkeypatch.setattr(quality, "torch_cuda", lambda: False)
     assert not DNSMOSExpert(device="cuda", batch_size=16).uses_gpu
-    monkeypatch.setattr(quality, "_torch_cuda", lambda: True)  # no onnxruntime-gpu: the torch port on the GPU
+    monkeypatch.setattr(quality, "torch_cuda", lambda: True)  # no onnxruntime-gpu: the torch port on the GPU
     assert DNSMOSExpert(device="cuda", batch_size=16).uses_gpu and quality.gpu_runtime("cuda") == "torch"
     monkeypatch.setattr(quality, "_onnx_cuda", lambda: True)
     assert DNSMOSExpert(device="cuda", batch_size=16).uses_gpu

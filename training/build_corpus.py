@@ -39,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from corpus_packages import EVENT_PACKAGES, EXTRA_PACKAGES, FORBIDDEN, PACKAGES, TINY_PACKAGES, TUXPAINT_DEV_LANGS
-from earmark.experts.learned.windows import DOMAINS, SR, domain_code, domain_flags
+from earmark.experts.learned.windows import DOMAINS, SR
+from earmark.schemas.records import domain_code, domain_flags
 from event_labels import NO_LABEL_RE, PACKAGE_RULES, event_label
 from mixing import (
     CODECS,

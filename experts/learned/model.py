@@ -39,10 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
-try:  # works both as `training.probe_model` and as a top-level module inside training/
-    from earmark.experts.learned.windows import DOMAINS, SR, domain_code, window_bounds
-except ImportError:  # pragma: no cover
-    from windows import DOMAINS, SR, domain_code, window_bounds  # type: ignore
+from earmark.experts.learned.windows import DOMAINS, SR, window_bounds
+from earmark.schemas.records import domain_code
 
 FEATURE_VERSION = "v1"
 # musicnn window features (experts/learned/musicnn.py), by cache key: "mn1" = 50 MTT tags + 200-d embedding
@@ -335,7 +333,7 @@ def musicnn_block(M: np.ndarray) -> np.ndarray:
     """Raw musicnn window features of one clip (n_windows, 50 tags + 200 embedding) -> the probe's musicnn
     block per window: the tag logits, the embedding and the clip's maximum tag logits (same for every window)."""
     M = np.asarray(M, np.float32)
-    lg = _logit(M[:, :50])
+    lg = logit(M[:, :50])
     return np.concatenate([lg, M[:, 50:], np.broadcast_to(lg.max(axis=0), lg.shape)], axis=1).astype(np.float32)
 
 
@@ -441,7 +439,7 @@ def clip_scores(p: np.ndarray, rules, ratios) -> np.ndarray:
     return out
 
 
-def _logit(p):
+def logit(p):
     p = np.clip(p, 1e-4, 1 - 1e-4)
     return np.log(p / (1 - p))
 
@@ -453,7 +451,7 @@ def stack_features(p_mlp: np.ndarray, p_cnn: np.ndarray) -> np.ndarray:
     for P in (p_mlp, p_cnn):
         s = np.sort(P, axis=0)[::-1]
         pair = np.minimum(P[1:], P[:-1]).max(axis=0) if len(P) > 1 else P[0]
-        f += [_logit(s[0]), _logit(s[:2].mean(axis=0)), _logit(P.mean(axis=0)), _logit(pair)]
+        f += [logit(s[0]), logit(s[:2].mean(axis=0)), logit(P.mean(axis=0)), logit(pair)]
     return np.concatenate(f + [np.array([np.log(len(p_mlp))])]).astype(np.float32)
 
 

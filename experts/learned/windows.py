@@ -29,11 +29,3 @@ def window_bounds(n_samples: int, sr: int = SR, win_s: float = WIN_S) -> list[tu
 
 
 DOMAINS = ["000", "S00", "0M0", "00A", "SM0", "S0A", "0MA", "SMA"]
-
-
-def domain_code(speech: bool, music: bool, sound: bool) -> str:
-    return ("S" if speech else "0") + ("M" if music else "0") + ("A" if sound else "0")
-
-
-def domain_flags(code: str) -> tuple[bool, bool, bool]:
-    return code[0] == "S", code[1] == "M", code[2] == "A"

@@ -19,20 +19,15 @@ import numpy as np
 from earmark.experts.audio import amplitude_db, samples_16k
 from earmark.experts.base import SAMPLE_RATE, ClipAudio, Context, Expert, gpu_section, load_once
 from earmark.experts.models import require_package, require_weights
+from earmark.experts.music import no_music_reason
 from earmark.experts.paper.hf import Precision, classify, default_activation, load_classifier, precision_config
-from earmark.schemas.records import DomainDecision, LabelProb, MusicAnalysis, Separation, StemLevel
+from earmark.schemas.records import LabelProb, MusicAnalysis, Separation, StemLevel
 
 DEMUCS_HINT = (
     'on a machine with internet run `python -c "from demucs.pretrained import get_model; '
     "get_model('{name}')\"` and copy {name}.yaml and the checkpoint files (*.th) it downloaded "
     "(~/.cache/torch/hub/checkpoints) into {path}"
 )
-
-
-def _no_music(domain: DomainDecision) -> str | None:
-    if domain.domain[1] == "M":
-        return None
-    return f"no music in the domain decision (domain {domain.domain}, music prob {domain.music_prob:.2f})"
 
 
 def _load_demucs(repo: str, name: str, device: str) -> Any:
@@ -84,7 +79,7 @@ class DemucsSeparationExpert(Expert):
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[Separation]:
         domains = context["domain"]
-        todo = [i for i, c in enumerate(clips) if _no_music(domains[c.clip_id]) is None]  # type: ignore[arg-type]
+        todo = [i for i, c in enumerate(clips) if no_music_reason(domains[c.clip_id]) is None]  # type: ignore[arg-type]
         stems: dict[int, dict[str, np.ndarray]] = {}
         for s in range(0, len(todo), self.batch_size):
             batch = todo[s : s + self.batch_size]
@@ -100,7 +95,7 @@ class DemucsSeparationExpert(Expert):
                         method=self.backend,
                         stems=[],
                         vocals_speech_s=None,
-                        skipped_reason=_no_music(domains[clip.clip_id]),
+                        skipped_reason=no_music_reason(domains[clip.clip_id]),
                     )
                 )  # type: ignore[arg-type]
                 continue

@@ -20,13 +20,14 @@ from earmark.stages.filter.margin import (
     ClapBackend,
     EvidenceSbertBackend,
     YamnetSbertBackend,
-    decode_clip,
     margin_checks,
+    mono,
     require_clap,
     threshold,
 )
 from earmark.stages.filter.qc import STAGE_VERSION, ClipContext, run_checks
 from earmark.stages.filter.sources import evidence_signature, same_source_rejections, spread_rejections
+from earmark.stages.ingest import decode_clip
 
 
 def reads() -> tuple[str, ...]:
@@ -92,7 +93,8 @@ def run(cfg: Config, embedder: Callable[[], Embed], kinds: Mapping[str, ItemType
         if f.margin_backend == "clap":
             audio, sr = {}, 16_000
             for clip in inputs("clips"):
-                audio[clip.clip_id], sr = decode_clip(clip.audio_flac)
+                got = decode_clip(clip)
+                audio[clip.clip_id], sr = mono(got.samples), got.sample_rate
             backend = ClapBackend(
                 require_clap(f.clap_model, cfg.analyze.models_dir), audio, sr, device=cfg.analyze.device
             )

@@ -25,7 +25,6 @@ Negatives are drawn with a generator seeded by the item id, so a shard's verdict
 from __future__ import annotations
 
 import hashlib
-import io
 import re
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
@@ -201,11 +200,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return (x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)).astype(np.float32)
 
 
-def decode_clip(audio_flac: bytes) -> tuple[np.ndarray, int]:
-    import soundfile as sf
-
-    x, sr = sf.read(io.BytesIO(audio_flac), dtype="float32")
-    return (x if x.ndim == 1 else x.mean(axis=1)), sr
+def mono(x: np.ndarray) -> np.ndarray:
+    """A clip's samples as one channel (CLAP's input)."""
+    return x if x.ndim == 1 else x.mean(axis=1)
 
 
 def _rng(item_id: str) -> np.random.Generator:

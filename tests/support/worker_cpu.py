@@ -131,7 +131,7 @@ def as_on_cuda() -> None:
     from earmark.experts import acoustics, quality
 
     quality.gpu_runtime = lambda device: "torch"
-    quality._torch_cuda = acoustics._torch_cuda = lambda: True
+    quality.torch_cuda = acoustics.torch_cuda = lambda: True
     acoustics.RoomAcousticsExpert.uses_gpu = property(lambda self: self.with_plcmos)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from earmark.experts.learned.model import logit
 from earmark.experts.learned.musicnn import MSD_LABELS, MTT_LABELS, Musicnn, window_midend
 from earmark.experts.learned.windows import SR, window_bounds
 
@@ -40,11 +41,6 @@ def load_tag_file(path: Path = TAG_FILE) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def _logit(p: np.ndarray) -> np.ndarray:
-    p = np.clip(p, 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p))
-
-
 def window_pools(x: np.ndarray, mtt: Musicnn, msd: Musicnn) -> tuple[list[tuple[int, int]], np.ndarray, np.ndarray]:
     """The clip's analysis windows and their pooled MTT and MSD mid-end features, (n, 1506) each."""
     x = np.asarray(x, np.float32).reshape(-1)
@@ -59,9 +55,9 @@ def block_features(mtt: Musicnn, msd: Musicnn, p_mtt: np.ndarray, p_msd: np.ndar
     t_mtt, e_mtt = mtt.backend_pooled(p_mtt)
     t_msd, e_msd = msd.backend_pooled(p_msd)
     have = {
-        "mtt_logit": _logit(t_mtt),
+        "mtt_logit": logit(t_mtt),
         "mtt_emb": e_mtt,
-        "msd_logit": _logit(t_msd),
+        "msd_logit": logit(t_msd),
         "msd_emb": e_msd,
         "mtt_pool": p_mtt,
         "msd_pool": p_msd,

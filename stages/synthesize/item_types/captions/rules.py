@@ -27,7 +27,7 @@ from earmark.stages.facts.render import (
 )
 from earmark.stages.synthesize.common import Synth, check_sentence
 
-KINDS = ("speech", "music", "sound", "environment")
+RULE_KINDS = ("speech", "music", "sound", "environment")  # the content captions the rules write
 QUOTE_WORDS = 10  # whole confident phrases, joined up to this many words
 LEGACY_QUOTE_WORDS = 7  # evidence without phrase facts: the start of the transcript
 TRAILING = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
@@ -231,14 +231,14 @@ def combined_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     """Short or long references by rule, for when the model's fail: short = the main content's caption
     (speech, else music, else sound events); long = every present content's caption and the recording's,
     joined. Variant i uses each kind's i-th template, so the three stay distinct."""
-    parts = {k: rule_captions(ev, k, s) for k in KINDS}
+    parts = {k: rule_captions(ev, k, s) for k in RULE_KINDS}
     main = next((parts[k] for k in ("speech", "music", "sound") if parts[k]), [])
     out: list[Caption] = []
     for i in range(3):
         if kind == "short":
             text = main[i].text if i < len(main) else None
         else:
-            pieces = [parts[k][min(i, len(parts[k]) - 1)].text for k in KINDS if parts[k]]
+            pieces = [parts[k][min(i, len(parts[k]) - 1)].text for k in RULE_KINDS if parts[k]]
             text = " ".join(pieces) if len(pieces) >= 2 else None
         if not text:
             continue

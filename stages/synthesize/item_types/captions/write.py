@@ -19,11 +19,10 @@ from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.facts import content_fact
 from earmark.schemas.records import CAPTION_KINDS, Caption
 from earmark.stages.synthesize.common import CONTENT_KINDS, Outcome, Synth, ask, grounded
-from earmark.stages.synthesize.item_types.captions.rules import combined_captions, rule_captions
+from earmark.stages.synthesize.item_types.captions.rules import RULE_KINDS, combined_captions, rule_captions
 from earmark.stages.synthesize.replies import MAX_CHARS, caption_reply, reply_schema
 
 PROMPTS = tuple(f"caption_{k}" for k in CAPTION_KINDS)
-RULE_KINDS = ("speech", "music", "sound", "environment")
 
 
 def is_absent(ev: ClipEvidence, kind: str, s: Synth) -> bool:
