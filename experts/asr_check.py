@@ -13,6 +13,7 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+from earmark.core.text import normalise
 from earmark.experts.base import ClipAudio, Context, Expert
 from earmark.schemas.records import SpeechActivity, Transcript, TranscriptCheck
 
@@ -65,10 +66,6 @@ WEIGHTS = {
 }
 
 
-def _normalise(text: str) -> str:
-    return " ".join(re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split())
-
-
 def vad_support(transcript: Transcript, activity: SpeechActivity, pad_s: float = 0.2) -> float:
     """Share of word time inside VAD speech segments (widened by `pad_s`); 1.0 when there are no words."""
     total = inside = 0.0
@@ -83,7 +80,7 @@ def vad_support(transcript: Transcript, activity: SpeechActivity, pad_s: float =
 
 def is_repetitive(text: str, min_repeats: int = 3) -> bool:
     """An n-gram (n ≤ 6) repeated back to back `min_repeats` times, or text that gzips like a loop."""
-    words = _normalise(text).split()
+    words = normalise(text).split()
     for n in range(1, 7):
         for i in range(0, max(0, len(words) - n * min_repeats + 1)):
             gram = words[i : i + n]
@@ -98,12 +95,12 @@ def flags_for(
     transcript: Transcript, activity: SpeechActivity, min_word_prob: float = 0.45, min_support: float = 0.5
 ) -> tuple[list[str], float]:
     text = transcript.text.strip()
-    norm = _normalise(text)
+    norm = normalise(text)
     flags = []
     if (
         norm in KNOWN_WHOLE
         or any(p in text.lower() for p in KNOWN_PHRASES)
-        or (BRACKETED.search(text) and not _normalise(BRACKETED.sub(" ", text)))
+        or (BRACKETED.search(text) and not normalise(BRACKETED.sub(" ", text)))
     ):
         flags.append("known_phrase")
     if is_repetitive(text):

@@ -23,15 +23,15 @@ from prefect.settings import PREFECT_API_URL, temporary_settings
 
 from earmark.core.config import Config
 from earmark.flows.slots import GPU_LIMIT
+from earmark.stages.graph import RERUN
 
 POOLS = {"cpu": "earmark-cpu", "gpu": "earmark-gpu"}
-FLOWS = ("build", "ingest", "analyze", "synthesize", "filter", "evaluate")
+# a deployment per flow: build, ingest, each stage a re-run may start at (the stage graph's), and evaluate
+FLOWS = ("build", "ingest", *RERUN, "evaluate")
 ENTRYPOINTS = {
     "build": "build_deployed",
     "ingest": "ingest_deployed",
-    "analyze": "rerun_deployed",
-    "synthesize": "rerun_deployed",
-    "filter": "rerun_deployed",
+    **dict.fromkeys(RERUN, "rerun_deployed"),
     "evaluate": "evaluate_deployed",
 }
 SOURCE_DIR = Path(__file__).resolve().parent.parent  # the checkout (or site-packages/earmark) holding flows/
@@ -94,7 +94,7 @@ def plan_deployments(
     params: dict[str, dict[str, Any]] = {
         "build": {**common, "inputs": inputs, "until": until, **profile, **llm},
         "ingest": {**common, "inputs": inputs},
-        **{s: {**common, "stage": s, **profile, **llm} for s in ("analyze", "synthesize", "filter")},
+        **{s: {**common, "stage": s, **profile, **llm} for s in RERUN},
         "evaluate": {**common, **llm},
     }
     if {"build", "ingest"} & set(flows) and not inputs:

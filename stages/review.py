@@ -27,11 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from earmark.core.config import FilterSection
+from earmark.core.text import normalise
 from earmark.schemas import ITEM_TABLES, TABLES, from_table
 from earmark.schemas.outcomes import QCResult, ReviewDecision
 from earmark.schemas.records import Record
 from earmark.stages.base import Inputs, StageSpec
-from earmark.stages.facts.text import normalise
 from earmark.stages.filter.qc import check_ifeval_answer
 from earmark.stages.synthesize import ITEM_TYPES
 from earmark.storage import Catalog

@@ -24,10 +24,10 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from earmark.core.text import normalise
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.outcomes import ItemClaim, QCResult
 from earmark.stages.base import ItemType
-from earmark.stages.facts.text import normalise
 from earmark.stages.filter.claims import (
     AuditedClaim,
     about_audio,

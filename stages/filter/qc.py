@@ -19,11 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from earmark.core.config import FilterSection
+from earmark.core.text import normalise
 from earmark.metrics.ifeval import check_rule
 from earmark.schemas.outcomes import QCResult
 from earmark.schemas.records import Caption, EntailmentHypothesis, InstructionTriple, QAPair, Rejection
 from earmark.stages.base import ItemType
-from earmark.stages.facts.text import normalise
 from earmark.stages.filter.wording import WORDING_CHECKS
 
 # 5: negation over lists, implied second speakers, denied pitch; 6: uncertain presence; 7: list numbering;

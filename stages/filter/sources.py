@@ -17,12 +17,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from earmark.core.text import normalise
 from earmark.prompts import Phrases
 from earmark.schemas import QCResult
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.base import ItemType
 from earmark.stages.facts.render import render_all
-from earmark.stages.facts.text import normalise
 from earmark.stages.filter.audit import qc_row
 
 

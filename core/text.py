@@ -1,4 +1,4 @@
-"""Text normalisation shared by QC, the claim audit, review and the same-source checks."""
+"""Text normalisation shared by the ASR check, QC, the claim audit, review and the same-source checks."""
 
 from __future__ import annotations
 
