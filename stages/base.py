@@ -19,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from earmark import prompts
 from earmark.llm import shard_usage
-from earmark.schemas import TABLES, Record, from_table, to_table
+from earmark.schemas import TABLES, Record, arrow_schema, from_table, to_table
 from earmark.storage import Catalog, ShardMeta, ShardRef, shard_key
 
 log = logging.getLogger("earmark.stages")
@@ -127,6 +129,38 @@ class Inputs:
 
     def tables(self) -> list[str]:
         return sorted(set(self.keys) | set(self._records))
+
+    def arrow(self, table: str) -> pa.Table:
+        """One table's input shards as Arrow (its empty table where it has none)."""
+        if self.cat is None or not self.keys.get(table):
+            return arrow_schema(TABLES[table]).empty_table()
+        return self.cat.read(table, self.keys[table])
+
+    def sql(self, schema: str, tables: Sequence[str]) -> InputTables:
+        """These input tables as SQL views `<schema>.<table>` (InputTables)."""
+        return InputTables(self, schema, tables)
+
+
+class InputTables:
+    """A job's input shards as SQL: each table a view `<schema>.<table>` over exactly its input shards, in an
+    in-memory DuckDB, so a stage that reads with SQL (publish's exports and card) reads what it declares, in the
+    statements the version views would answer (`<schema>` = the version)."""
+
+    def __init__(self, inputs: Inputs, schema: str, tables: Sequence[str]) -> None:
+        import duckdb
+
+        self.con = duckdb.connect()
+        self.con.execute(f'CREATE SCHEMA "{schema}"')
+        for table in tables:
+            self.con.register(f"_input_{table}", inputs.arrow(table))
+            self.con.execute(f'CREATE VIEW "{schema}".{table} AS SELECT * FROM _input_{table}')
+
+    def query(self, sql: str, params: Sequence[Any] | None = None) -> list[tuple]:
+        return self.con.execute(sql, params or []).fetchall()
+
+    def cursor_query(self, sql: str, params: Sequence[Any] | None = None) -> tuple[list[str], list[tuple]]:
+        cur = self.con.execute(sql, params or [])
+        return [d[0] for d in cur.description or []], cur.fetchall()
 
 
 StageFn = Callable[[Inputs], Mapping[str, Sequence[Record]]]

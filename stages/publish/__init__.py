@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 from earmark.schemas import ITEM_TABLES, ExportFile
 from earmark.schemas.records import CAPTION_KINDS
@@ -93,12 +94,40 @@ def publish_spec(tables: list[str]) -> StageSpec:
     return StageSpec("publish", PUBLISH_VERSION, writes=("exports",), reads=tuple(sorted(tables)))
 
 
+PUBLISH_READS = ("domain", "quarantine", "qc", "claims")  # besides the item tables: what the exports and card read
+
+
+class Sources:
+    """What the publish stage reads: its declared input shards, as the version's SQL views (`<version>.<table>`,
+    earmark.stages.base.InputTables), and the catalog only for where files go and the runs' lineage (`cat`)."""
+
+    def __init__(self, cat: Catalog, version: str, inputs: Inputs) -> None:
+        self.cat, self.dataset, self.root = cat, cat.dataset, cat.root
+        self.tables = inputs.sql(version_name(version), (*PUBLISH_READS, *ITEM_TABLES))
+        self.shards = {t: keys for t, keys in inputs.keys.items() if keys}
+
+    def query(self, sql: str, params: Any = None) -> list[tuple]:
+        return self.tables.query(sql, params)
+
+    def cursor_query(self, sql: str, params: Any = None) -> tuple[list[str], list[tuple]]:
+        return self.tables.cursor_query(sql, params)
+
+    def dataset_path(self, *parts: str) -> Path:
+        return self.cat.dataset_path(*parts)
+
+    def version_shards(self, version: str) -> dict[str, list[str]]:
+        """The version's tables and shards: the declared inputs."""
+        return self.shards
+
+
 def publish(cat: Catalog, version: str, inputs: Inputs) -> dict[str, list[ExportFile]]:
-    """The publish stage: write the version's exports and card under exports/<version>/; list them."""
+    """The publish stage: write the version's exports and card under exports/<version>/ from its declared inputs
+    (the version's shards); list them."""
+    src = Sources(cat, version, inputs)
     out_dir = cat.dataset_path("exports", version_name(version))
-    counts = {**export_mecat(cat, version, out_dir), **export_items(cat, version, out_dir)}
-    plots = write_plots(cat, version, out_dir / "plots")
-    (out_dir / "README.md").write_text(dataset_card(cat, version, counts) + card_section(plots, out_dir))
+    counts = {**export_mecat(src, version, out_dir), **export_items(src, version, out_dir)}
+    plots = write_plots(src, version, out_dir / "plots")
+    (out_dir / "README.md").write_text(dataset_card(src, version, counts, cat) + card_section(plots, out_dir))
     files = sorted(p for p in out_dir.rglob("*") if p.is_file())
     return {
         "exports": [
@@ -187,7 +216,10 @@ def _writers_table(cat: Catalog, version: str) -> list[str]:
     ]
 
 
-def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
+def dataset_card(cat: Catalog | Sources, version: str, counts: dict[str, int], lineage: Catalog | None = None) -> str:
+    """The version's card (README.md of its exports). `cat`: where its tables are read (the publish stage's
+    declared inputs, or a published version's views); `lineage`: the catalog whose runs say who wrote the items
+    (default `cat`)."""
     version = version_name(version)  # an SQL identifier below
     dom = cat.query(f"SELECT domain, count(*) FROM {version}.domain GROUP BY 1 ORDER BY 1")
     q = cat.query(f"SELECT count(*) FROM {version}.quarantine")[0][0]
@@ -251,18 +283,18 @@ def dataset_card(cat: Catalog, version: str, counts: dict[str, int]) -> str:
         "",
         "## Reproducibility",
         "",
-        _reproducibility(cat, version),
+        _reproducibility(cat, version, lineage or cat),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _reproducibility(cat: Catalog, version: str) -> str:
+def _reproducibility(cat: Catalog, version: str, lineage: Catalog) -> str:
     """Whether building the same inputs with the same config again gives this version's rows: yes for rules, the
     experts and the embedded llama.cpp model (fixed seeds; measured in docs/benchmarks.md); not promised for items
     a model behind an external endpoint wrote (its replies may change with batching, sampling or the model)."""
     endpoints = sorted(
         e
-        for (e,) in cat.query(
+        for (e,) in lineage.query(  # the runs' lineage: the catalog's bookkeeping
             "SELECT DISTINCT json_extract_string(r.config_json, '$.llm.endpoint') FROM version_shards v "
             "JOIN shards s ON s.key = v.key AND s.table_name = v.table_name JOIN runs r ON r.run_id = s.run_id "
             "WHERE v.version = ? AND list_contains(?, v.table_name)",
