@@ -22,7 +22,7 @@ from earmark.core.config import load_config
 from earmark.schemas import to_table
 from earmark.schemas.records import Caption
 from earmark.storage import Catalog, ShardMeta
-from earmark.storage.lease import DatasetBusyError, _now, held, released, write_lease
+from earmark.storage.lease import DatasetBusyError, held, released, utc_now, write_lease
 from support.records import tone_clips
 
 
@@ -31,7 +31,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _set_holder(cat: Catalog, run_id: str, host: str, pid: int, beat_age_s: float) -> None:
-    beat = _now() - timedelta(seconds=beat_age_s)
+    beat = utc_now() - timedelta(seconds=beat_age_s)
     cat._transaction(
         lambda con: con.execute(
             "UPDATE main.lease SET run_id = ?, command = 'build', host = ?, pid = ?, acquired_at = ?, "
@@ -139,7 +139,7 @@ def test_heartbeats_keep_a_long_hold_and_a_waiting_writer_gets_it_after_release(
     deadline = time.monotonic() + 300  # only if the heartbeats stopped altogether
     while time.monotonic() < deadline:
         ((acquired, beat),) = cat.query("SELECT acquired_at, heartbeat_at FROM main.lease")
-        if (beat - acquired).total_seconds() > stale and (_now() - beat).total_seconds() < 1.0:
+        if (beat - acquired).total_seconds() > stale and (utc_now() - beat).total_seconds() < 1.0:
             break
         time.sleep(0.1)
     with pytest.raises(DatasetBusyError, match="run long"):
