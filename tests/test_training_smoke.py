@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "experts" / "probe" / "probe_weights.npz"
+SHIPPED = ROOT / "experts" / "learned" / "probe_weights.npz"
 
 pytestmark = pytest.mark.slow
 
@@ -48,7 +48,7 @@ def test_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(t
 def test_music_tag_training_runs_on_a_tiny_render_set_and_leaves_the_shipped_heads_alone(tmp_path):
     """training/train_music_tags.py --tiny: 88 GM renders (two small soundfont packages, installed by apt when
     missing), musicnn features, 3 epochs, calibration and the tag file, all under the cache."""
-    shipped = ROOT / "experts" / "musictags" / "music_tags.npz"
+    shipped = ROOT / "experts" / "learned" / "musictags" / "music_tags.npz"
     before = _sha(shipped)
     out = subprocess.run(
         [sys.executable, str(ROOT / "training" / "train_music_tags.py"), "--tiny", "--cache", str(tmp_path)],
@@ -65,7 +65,7 @@ def test_music_tag_training_runs_on_a_tiny_render_set_and_leaves_the_shipped_hea
     assert _sha(shipped) == before
 
 
-EVENTS_SHIPPED = ROOT / "experts" / "probe" / "events_weights.npz"
+EVENTS_SHIPPED = ROOT / "experts" / "learned" / "events_weights.npz"
 
 
 def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(tmp_path):

@@ -26,7 +26,7 @@ from music_corpus import cache_dir
 from music_features import clips, load_split
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT_DIR = ROOT / "experts" / "musictags"
+OUT_DIR = ROOT / "experts" / "learned" / "musictags"
 BAR = 0.9
 MIN_RECALL, MIN_POS = 0.1, 10
 GROUPS = {
