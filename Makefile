@@ -73,7 +73,7 @@ test-system-deps:
 	fi
 
 test: setup test-system-deps $(TSTAMP)
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15
 
 # The paper profile's backends (CED/AST, whisperX, pyannote, HF classifiers, demucs, NISQA, CLAP) on randomly
 # initialised tiny models, in their own venv from requirements/paper.txt (torch 2.8 with its CUDA wheels, GBs);

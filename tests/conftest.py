@@ -11,17 +11,27 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 import pytest  # noqa: E402
 
 # Commands the tests run without a Prefect API (`earmark build` in a subprocess) share one local Prefect server
-# (flows/local_server.py) for the session, in a folder of its own, never the user's; stopped at the end.
-PREFECT_LOCAL_HOME = tempfile.mkdtemp(prefix="earmark-test-prefect-")
+# (flows/local_server.py) for the session, in a folder of its own, never the user's; stopped at the end. Under
+# pytest-xdist the controller makes the folder before it starts its workers, which inherit it (_SHARED_HOME): the
+# workers' commands attach to one server, as commands of one user do (the server's locks are made for that), and
+# the controller, the last process of the session, stops it; a worker does not stop it under the other's feet.
+_SHARED_HOME = "EARMARK_TEST_PREFECT_HOME"
+if os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_SHARED_HOME):
+    PREFECT_LOCAL_HOME, _OWN_HOME = os.environ[_SHARED_HOME], False
+else:
+    PREFECT_LOCAL_HOME, _OWN_HOME = tempfile.mkdtemp(prefix="earmark-test-prefect-"), True
+    os.environ[_SHARED_HOME] = PREFECT_LOCAL_HOME
 os.environ["EARMARK_PREFECT__HOME"] = PREFECT_LOCAL_HOME
 
 # tests/paper/ needs the paper venv (requirements/paper.txt); `make test-paper` sets this and runs it there.
 collect_ignore = [] if os.environ.get("EARMARK_PAPER_TESTS") else ["paper"]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _local_prefect_server_stopped_at_the_end():
-    yield
+def pytest_unconfigure(config):
+    """The session's local Prefect server stopped and its folder removed, by the process that made the folder
+    (with pytest-xdist: the controller, once every worker has finished)."""
+    if not _OWN_HOME:
+        return
     from pathlib import Path
 
     from earmark.flows.local_server import stop
@@ -65,3 +75,26 @@ class _Result:
 
     def fetchone(self):
         return self._rows[0] if self._rows else None
+
+
+# The slowest files first (serial `--durations`, 2026-11-28: 70-420 s each; together about half the suite): with
+# `make test`'s `-n 2 --dist loadfile --no-loadscope-reorder` the workers take files in this order, so the long
+# ones start early and the many short files fill the gaps, instead of one long file running alone at the end.
+# Only the order changes; a file not named here keeps its place after these.
+SLOW_FILES = (
+    "test_build_e2e.py",
+    "test_kill_points.py",
+    "test_training_smoke.py",
+    "test_lake_concurrency.py",
+    "test_sigterm.py",
+    "test_prompt_edits.py",
+    "test_deploy.py",
+    "test_dask_runner.py",
+    "test_date.py",
+    "test_lease.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))

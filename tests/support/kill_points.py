@@ -28,25 +28,26 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def fake_llm(port: int):
+def fake_llm(port: int = 0):
+    """`tests/support/fake_server.py --mode ok` in its own session; its URL once it listens. Port 0 (the
+    default): the server binds a port the kernel picks and prints its URL, so no other process (a test beside this
+    one under pytest-xdist) can take the port between a check and the bind; waited for as long as it lives."""
     proc = subprocess.Popen(
         [sys.executable, str(Path(__file__).with_name("fake_server.py")), "--port", str(port), "--mode", "ok"],
         env={**os.environ},
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
         start_new_session=True,
     )
-    url = f"http://127.0.0.1:{port}/v1"
     try:
-        import httpx
-
-        for _ in range(100):
-            try:
-                httpx.get(f"{url}/models", timeout=1, trust_env=False)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # "fake LLM server on http://127.0.0.1:PORT/v1 (mode ok); ...", once bound
+        match = re.search(r"on (http://\S+/v1) ", first)
+        if match is None:
+            raise RuntimeError(f"the fake LLM server exited (rc {proc.wait()}) before listening: {first!r}")
+        proc.stdout.close()  # it prints nothing more
+        yield match.group(1)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -54,28 +55,33 @@ def fake_llm(port: int):
 
 @contextlib.contextmanager
 def prefect_server(home: Path):
-    """One real Prefect server on loopback for every command (no ephemeral server per command)."""
-    import urllib.request
+    """One real Prefect server on loopback for every command (no ephemeral server per command), waited for as long
+    as it takes to start while it lives; on a port found free, tried again on another when that port was taken
+    before the server bound it (another process, or a test beside this one under pytest-xdist)."""
+    from earmark.cli.commands import wait_healthy
 
-    port = free_port()
     env = {**os.environ, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     home.mkdir(parents=True, exist_ok=True)
-    with open(home / "server.log", "ab") as log:  # a file, not a pipe nobody reads (it would fill and block)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    url = f"http://127.0.0.1:{port}/api"
+    for _ in range(3):
+        port = free_port()
+        with open(home / "server.log", "ab") as log:  # a file, not a pipe nobody reads (it would fill and block)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        url = f"http://127.0.0.1:{port}/api"
+        try:
+            wait_healthy(url, proc, timeout_s=None)
+            break
+        except RuntimeError:  # it exited: its port was taken meanwhile (server.log says so)
+            continue
+    else:
+        log_tail = (home / "server.log").read_text(errors="replace")[-3000:]
+        raise RuntimeError(f"the Prefect server exited at start three times:\n{log_tail}")
     try:
-        for _ in range(180):
-            try:
-                urllib.request.urlopen(f"{url}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(1)
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -297,7 +303,7 @@ def run_points(
     inputs = work / "input"
     if not (inputs / "manifest.json").exists():
         generate_corpus(inputs, per_domain=per_domain, seed=seed, duration_s=4.0, hostile=False)
-    with prefect_server(work / "prefect-home") as api, fake_llm(free_port()) as llm:
+    with prefect_server(work / "prefect-home") as api, fake_llm() as llm:
         setup = Setup(inputs, llm, api)
         ref_root, (t_build, t_eval), ref_hashes, volatile = reference(setup, work)
         rng = random.Random(seed)
