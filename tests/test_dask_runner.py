@@ -41,13 +41,16 @@ def table_hashes(dataset_dir: Path) -> dict[str, tuple[int, str]]:
         con.close()
 
 
-def test_config_and_shard_jobs_pickle():
+def test_config_and_shard_jobs_pickle(tmp_path):
     from earmark.experts import build_experts
     from earmark.flows.synthesize import llm_session
     from earmark.stages import analyze
     from earmark.stages.base import ShardJob
 
-    cfg = load_config(None, {"dataset": "pk", "run.task_runner": "dask", "run.dask_workers": 2})
+    # the data root in tmp_path: the LLM session opens the dataset's catalog (./data/pk in the working tree before)
+    cfg = load_config(
+        None, {"data_root": str(tmp_path), "dataset": "pk", "run.task_runner": "dask", "run.dask_workers": 2}
+    )
     assert pickle.loads(pickle.dumps(cfg)) == cfg
     for expert in build_experts(cfg.analyze).values():
         job = ShardJob(analyze.spec(expert), partial(analyze.run, expert), inputs={"clips": ["k"]})
