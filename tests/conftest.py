@@ -8,6 +8,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
+# numba (librosa's beat tracker in the music expert) caches what it compiles beside the package. Two processes
+# compiling the same function at once on a fresh venv left a cache that segfaulted every later load (2026-11-28: a
+# fresh clone's parallel `make test` beside `make demo`; a private cache folder loaded fine). Each xdist worker,
+# and the commands it runs, gets a cache folder of its own for the session.
+if os.environ.get("PYTEST_XDIST_WORKER") and "NUMBA_CACHE_DIR" not in os.environ:
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"earmark-test-numba-{os.environ['PYTEST_XDIST_WORKER']}-")
+    import atexit
+
+    atexit.register(shutil.rmtree, os.environ["NUMBA_CACHE_DIR"], True)
+
 import pytest  # noqa: E402
 
 # Commands the tests run without a Prefect API (`earmark build` in a subprocess) share one local Prefect server
