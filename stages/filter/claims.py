@@ -3,14 +3,8 @@
 `extract(text)` reads an item's claims (earmark.stages.filter.extract: presence and absence, speakers, gender,
 quoted words, instruments, named events with their moments, order and count, timing words, the recording, …;
 a negator denies every item of the list after it). `judge(claim, ev)` (earmark.stages.filter.judge) labels each
-one against the clip's `ClipEvidence`, using only facts whose confidence reaches the threshold:
-
-- supported: a confident fact says the same;
-- contradicted: a confident fact says otherwise (music claimed where the tagger is sure there is none, a
-  woman where the voice is confidently male, a fast tempo on a confident 80 BPM, words not in a confident
-  transcript);
-- unsupported: no confident fact either way (every place, every named sound source offline, a genre, a pitch
-  or loudness that rises or falls: experts give one number per clip, not a trajectory).
+one supported, contradicted or unsupported against the clip's `ClipEvidence`, using only facts whose confidence
+reaches the threshold (the verdicts are defined there).
 
 The verdict is computed here, never by a model. QC (`claim_verdict`) rejects an item with a contradicted
 claim, or with an unsupported one unless the item is inference by design, or that claims nothing the
