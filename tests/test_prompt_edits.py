@@ -102,6 +102,7 @@ def project(tmp_path_factory, prefect_harness):
             "dataset": "edits",
             "inputs": [str(inputs)],
             "llm.model": "smollm2-135m-instruct",
+            "llm.n_threads": 1,  # as tests/test_build_e2e.py: the other core runs another test file
             "synthesize.prompt_dir": str(prompts),
             "filter.margin_backend": "off",
         },

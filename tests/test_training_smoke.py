@@ -26,7 +26,16 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(tmp_path):
+@pytest.fixture(scope="module")
+def tagger_cache(tmp_path_factory) -> Path:
+    """One cache for the domain tagger's and the event tagger's tiny runs: the first to run downloads the packages
+    and builds the tiny corpus (the domain mixes and the event mixes) into it, the other reuses them, as a user's
+    second training command reuses the first one's cache."""
+    return tmp_path_factory.mktemp("tagger-cache")
+
+
+def test_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(tagger_cache):
+    tmp_path = tagger_cache
     assert shutil.which("apt-get") and shutil.which("dpkg-deb"), "the training corpus comes from Debian packages"
     before = _sha(SHIPPED)
     out = subprocess.run(
@@ -68,9 +77,11 @@ def test_music_tag_training_runs_on_a_tiny_render_set_and_leaves_the_shipped_hea
 EVENTS_SHIPPED = ROOT / "experts" / "learned" / "events_weights.npz"
 
 
-def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(tmp_path):
+def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_weights_alone(tagger_cache):
     """training/train_events.py --tiny: the tiny corpus with 6 small event packages (3 TRAIN, 3 DEV), 48 + 12
-    event mixes, fold models, calibration, thresholds, final model, DEV report -- into the cache only."""
+    event mixes (built by the domain tagger's run above when it ran first), fold models, calibration, thresholds,
+    final model, DEV report -- into the cache only."""
+    tmp_path = tagger_cache
     before = _sha(EVENTS_SHIPPED)
     out = subprocess.run(
         [sys.executable, str(ROOT / "training" / "train_events.py"), "--tiny", "--cache", str(tmp_path)],

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DATASET = "kp"
+BUILT = "ref0-built"  # the first reference's data root after its build, before its evaluation
 _LOG_RUN = re.compile(r"(?:Flow run|Task run) '([^']+)'")
 
 
@@ -222,10 +223,13 @@ def compare(ref: dict[str, dict[str, str]], got: dict[str, dict[str, str]], vola
     return diffs
 
 
-def reference(setup: Setup, work: Path) -> tuple[Path, list[float], dict[str, dict[str, str]], set[str]]:
-    """Two uninterrupted runs: the expected hashes, the command times, and the columns that vary by run."""
+def reference(setup: Setup, work: Path, runs: int = 2) -> tuple[Path, list[float], dict[str, dict[str, str]], set[str]]:
+    """`runs` uninterrupted runs: the expected hashes, the command times, and the columns that vary by run (none
+    can be found with one run: a column that varies then shows as a difference at the kill points). The first
+    run's data root is also kept as it was between its build and its evaluation (`BUILT`), for the points that
+    kill an evaluation."""
     roots, times, hashes = [], [], []
-    for i in range(2):
+    for i in range(runs):
         root = work / f"ref{i}"
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
@@ -234,12 +238,20 @@ def reference(setup: Setup, work: Path) -> tuple[Path, list[float], dict[str, di
         t_build = run(setup.build(root), setup.env(), root / "log.txt")
         if i == 0:
             setup.predictions = write_predictions(root, work / "predictions.jsonl")
+            shutil.rmtree(work / BUILT, ignore_errors=True)
+            shutil.copytree(root, work / BUILT)
         t_eval = run(setup.evaluate(root), setup.env(), root / "log.txt")
         roots.append(root)
         times.append([t_build, t_eval])
         hashes.append(content_hashes(root))
-    volatile = {f"{t}.{c}" for t in hashes[0] for c in hashes[0][t] if hashes[1].get(t, {}).get(c) != hashes[0][t][c]}
-    return roots[0], [min(a, b) for a, b in zip(*times)], hashes[0], volatile
+    volatile = {
+        f"{t}.{c}"
+        for other in hashes[1:]
+        for t in hashes[0]
+        for c in hashes[0][t]
+        if other.get(t, {}).get(c) != hashes[0][t][c]
+    }
+    return roots[0], [min(col) for col in zip(*times)], hashes[0], volatile
 
 
 def write_predictions(root: Path, path: Path) -> Path:
@@ -275,8 +287,9 @@ def kill_point(
         t0 = time.perf_counter()
         run(build, setup.env(), log)
         run(evaluate, setup.env(), log)
-    else:
-        run(build, setup.env(), log)
+    else:  # the build is the reference's (a copied data root opens: its lake's paths are relative)
+        shutil.rmtree(root)
+        shutil.copytree(work / BUILT, root)
         where = run_killed(evaluate, setup.env(), log, at_s - t_build)
         point = Point(i, round(at_s, 1), "evaluate", where)
         t0 = time.perf_counter()
@@ -294,9 +307,11 @@ def run_points(
     fractions: list[float] | None = None,
     events: list[str] | None = None,
     event_delay_s: float = 3.0,
+    references: int = 2,
 ) -> tuple[list[Point], dict]:
     """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones;
-    `events`: kill a build 0–`event_delay_s` s (random) after its log first shows each of these strings."""
+    `events`: kill a build 0–`event_delay_s` s (random) after its log first shows each of these strings;
+    `references`: uninterrupted runs to compare (two find the columns that vary by run, reported as `volatile`)."""
     from earmark.corpus import generate_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -305,7 +320,7 @@ def run_points(
         generate_corpus(inputs, per_domain=per_domain, seed=seed, duration_s=4.0, hostile=False)
     with prefect_server(work / "prefect-home") as api, fake_llm() as llm:
         setup = Setup(inputs, llm, api)
-        ref_root, (t_build, t_eval), ref_hashes, volatile = reference(setup, work)
+        ref_root, (t_build, t_eval), ref_hashes, volatile = reference(setup, work, references)
         rng = random.Random(seed)
         total = t_build + t_eval
         times = [f * total for f in fractions] if fractions else [rng.uniform(0.5, total) for _ in range(n_points)]
