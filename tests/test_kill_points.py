@@ -9,7 +9,7 @@ from support.kill_points import run_points
 def test_kill_9_in_a_build_and_in_an_evaluation_then_resume(tmp_path):
     # one kill near the end of the evaluation, one within 1 s of the first evidence shard: during LLM synthesis.
     # One reference run: a column that varied by run would differ at both points (the benchmark runs two, and
-    # reports such columns apart)
+    # reports such columns apart). Four 4 s clips in two shards (the benchmark: all eight domains)
     points, _ = run_points(
         tmp_path,
         0,
@@ -19,6 +19,7 @@ def test_kill_9_in_a_build_and_in_an_evaluation_then_resume(tmp_path):
         events=["Task run 'evidence/"],
         event_delay_s=1.0,
         references=1,
+        domains={"S00", "SM0", "00A", "SMA"},
     )
     assert points[0].command == "evaluate" and points[1].command.startswith("build, ")
     for p in points:

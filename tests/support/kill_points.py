@@ -308,16 +308,24 @@ def run_points(
     events: list[str] | None = None,
     event_delay_s: float = 3.0,
     references: int = 2,
+    domains: set[str] | None = None,
 ) -> tuple[list[Point], dict]:
     """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones;
     `events`: kill a build 0–`event_delay_s` s (random) after its log first shows each of these strings;
-    `references`: uninterrupted runs to compare (two find the columns that vary by run, reported as `volatile`)."""
+    `references`: uninterrupted runs to compare (two find the columns that vary by run, reported as `volatile`);
+    `domains`: build only the generated clips of these MECAT domains (all eight when None)."""
     from earmark.corpus import generate_corpus
 
     work.mkdir(parents=True, exist_ok=True)
     inputs = work / "input"
-    if not (inputs / "manifest.json").exists():
+    if domains is None and not (inputs / "manifest.json").exists():
         generate_corpus(inputs, per_domain=per_domain, seed=seed, duration_s=4.0, hostile=False)
+    elif domains is not None and not inputs.exists():
+        items = generate_corpus(work / "corpus", per_domain=per_domain, seed=seed, duration_s=4.0, hostile=False)
+        inputs.mkdir()
+        for item in items:
+            if item.domain in domains:
+                shutil.copy(item.path, inputs / item.path.name)
     with prefect_server(work / "prefect-home") as api, fake_llm() as llm:
         setup = Setup(inputs, llm, api)
         ref_root, (t_build, t_eval), ref_hashes, volatile = reference(setup, work, references)
