@@ -47,6 +47,9 @@ $(STAMP): requirements/core.txt requirements/nodeps.txt pyproject.toml
 	$(BIN)/pip install -q -r requirements/core.txt
 	$(BIN)/pip install -q --no-deps -r requirements/nodeps.txt
 	$(BIN)/pip install -q --no-deps -e .
+	# librosa's numba functions compiled into their cache now, by one process: two earmark processes compiling them
+	# at once on a fresh venv left a cache that segfaulted every later load (earmark/experts/compiled.py)
+	$(BIN)/python -m earmark.experts.compiled
 	touch $(STAMP)
 
 demo: setup
