@@ -318,13 +318,11 @@ def run_points(
 
     work.mkdir(parents=True, exist_ok=True)
     inputs = work / "input"
-    if domains is None and not (inputs / "manifest.json").exists():
-        generate_corpus(inputs, per_domain=per_domain, seed=seed, duration_s=4.0, hostile=False)
-    elif domains is not None and not inputs.exists():
+    if not inputs.exists():
         items = generate_corpus(work / "corpus", per_domain=per_domain, seed=seed, duration_s=4.0, hostile=False)
         inputs.mkdir()
         for item in items:
-            if item.domain in domains:
+            if domains is None or item.domain in domains:
                 shutil.copy(item.path, inputs / item.path.name)
     with prefect_server(work / "prefect-home") as api, fake_llm() as llm:
         setup = Setup(inputs, llm, api)
