@@ -3,8 +3,9 @@
 Every clip, whatever its domain, is cut into 0.975 s frames every 0.48 s, the last one filled with zeros
 (`padded_s` says how much), and each frame gets the 521 classes' scores (experts/yamnet: Google's TF-Lite
 release, vendored and checked by sha256, run with ai-edge-litert on the process's thread budget). The row holds
-every frame's scores, their max and mean over the clip, the frames' mean 1,024-d embedding and, for reading,
-the top classes by name. The scores are not probabilities: the evidence states an event from them only for the
+every frame's scores, their max and mean over the clip, the frames' mean 1,024-d embedding, for reading the top
+classes by name, and per 2 s window the probabilities of the event head over the embedding (experts/yamnet
+`event_head.npz`). Neither scores nor head are stated as such: the evidence states an event from them only for the
 classes and ontology groups whose precision was measured (`earmark.experts.yamnet.events`, its policy file).
 `analyze.yamnet = false` leaves it out.
 """
@@ -24,6 +25,7 @@ from earmark.schemas.records import AudioSetScores, LabelProb
 
 TOP_K = 10  # classes named in `top`
 EMBEDDING_DECIMALS = 4  # the dequantised int8 steps are 0.022: 4 decimals keep them apart, and take 2/3 the bytes
+HEAD_DECIMALS = 5  # the head's window probabilities: its thresholds lie as close to 1 as 0.99
 
 
 def _model() -> Any:
@@ -33,7 +35,7 @@ def _model() -> Any:
 
 
 class YamnetExpert(Expert):
-    name, version, record = "yamnet", "1", AudioSetScores
+    name, version, record = "yamnet", "2", AudioSetScores
 
     def __init__(self) -> None:
         from earmark.experts.yamnet.model import MODEL_SHA256
@@ -41,6 +43,7 @@ class YamnetExpert(Expert):
         self.backend = f"yamnet:tflite-1-{MODEL_SHA256[:12]}+ai-edge-litert:{version('ai-edge-litert')}"
 
     def key_config(self) -> dict[str, Any]:
+        from earmark.experts.yamnet.events import event_head
         from earmark.experts.yamnet.model import CLASS_MAP_SHA256, FRAME, HOP, LABEL_SET, MODEL_SHA256
 
         return {
@@ -52,6 +55,7 @@ class YamnetExpert(Expert):
             "pad": "zeros",
             "top_k": TOP_K,
             "embedding_decimals": EMBEDDING_DECIMALS,
+            "event_head": event_head().sha256,
         }
 
     def analyze(self, clips: Sequence[ClipAudio], context: Context) -> list[AudioSetScores]:
@@ -59,6 +63,7 @@ class YamnetExpert(Expert):
         return [self._score(model, c) for c in clips]
 
     def _score(self, model: Any, clip: ClipAudio) -> AudioSetScores:
+        from earmark.experts.yamnet.events import event_head, head_windows
         from earmark.experts.yamnet.model import FRAME, HOP, LABEL_SET, SR
 
         x = samples_16k(clip)
@@ -77,4 +82,6 @@ class YamnetExpert(Expert):
             clip_mean=(got.scores.sum(axis=0, dtype=np.float64) / n).tolist(),
             embedding=np.round(got.embeddings.mean(axis=0, dtype=np.float64), EMBEDDING_DECIMALS).tolist(),
             top=[LabelProb(label=model.classes[i].name, prob=float(clip_max[i])) for i in top],
+            event_head=event_head().sha256[:12],
+            window_events=np.round(head_windows(got.scores, got.embeddings, x.size), HEAD_DECIMALS).tolist(),
         )

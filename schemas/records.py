@@ -180,7 +180,8 @@ class SoundEvents(ExpertRecord):
 class AudioSetScores(ExpertRecord):
     """Table `yamnet`: an AudioSet tagger's scores of every class of its label set, per frame and pooled over the
     clip. Scores are by class index: class i is row i of the label set's class map (for "audioset-yamnet-tflite-1",
-    experts/yamnet/yamnet_class_map.csv: index, AudioSet MID, name). Uncalibrated: no fact is made of them yet."""
+    experts/yamnet/yamnet_class_map.csv: index, AudioSet MID, name). Uncalibrated: the evidence states an event from
+    them, or from the event head's window probabilities, only under the measured policy (experts/yamnet/events.py)."""
 
     label_set: str  # "audioset-yamnet-tflite-1"
     frame_s: float  # each frame's length (0.975 s)
@@ -191,6 +192,8 @@ class AudioSetScores(ExpertRecord):
     clip_mean: list[float]  # [class]: mean over the frames
     embedding: list[float]  # the model's embedding averaged over the frames (YAMNet: 1,024-d, dequantised int8)
     top: list[LabelProb]  # the classes with the highest clip_max, descending (by name, for reading)
+    event_head: str | None = None  # sha256 (12 hex) of the event head over the embedding; None: not run
+    window_events: list[list[float]] = []  # [2 s window][node of the head's policy]: the head's probabilities
 
 
 class SpeakerTurn(Record):

@@ -87,6 +87,12 @@ def test_the_expert_scores_are_a_plain_interpreter_run_of_the_vendored_file(spee
     assert np.allclose(row.embedding, kept.mean(axis=0, dtype=np.float64), atol=5e-5) and len(row.embedding) == 1024
     assert row.label_set == "audioset-yamnet-tflite-1" and row.hop_s == 0.48 and row.frame_s == 0.975
     assert row.padded_s == ((len(scores) - 1) * 7_680 + 15_600 - x.size) / SR
+    # the event head's window probabilities: the shipped head over the plain run's pooled frames
+    from earmark.experts.yamnet import events as ye
+
+    want = ye.event_head()(ye.window_features(scores, kept, x.size))
+    assert len(row.window_events) == len(ye.window_bounds_s(x.size)) and row.event_head == ye.event_head().sha256[:12]
+    assert np.allclose(np.array(row.window_events), want, atol=1e-5)
     AudioSetScores.model_validate(row.model_dump())
     assert to_table(TABLES["yamnet"], [row]).num_rows == 1
 

@@ -3,7 +3,6 @@ group of the ontology, the evidence's `sound.event` facts and the claim audit's 
 
 from __future__ import annotations
 
-import json
 import tomllib
 from pathlib import Path
 
@@ -70,22 +69,53 @@ def test_an_unsure_class_backs_off_to_the_group_that_is_sure() -> None:
 
 
 def test_the_shipped_policy_was_measured_on_this_model_and_states_only_measured_classes() -> None:
-    meta = ye.load_policy()
+    meta = ye.load_policy(ye.HEAD_POLICY)
     assert meta["model_sha256"] == ym.MODEL_SHA256 and meta["precision_bar"] == 0.9
+    assert meta["nodes"] == [c["name"] for c in sorted(meta["classes"], key=lambda c: c["output"])]
     for c in meta["classes"]:
         if c["in_evidence"]:
             assert c["dev"]["precision"] >= 0.9 and c["dev"]["tp"] >= 10 and c["dev"]["packages"] >= 2, c["name"]
-            assert c["train"]["precision"] >= 0.9 and c["name"] in ye.ontology().nodes
-    assert {r.name for r in ye.rules()} == {c["name"] for c in meta["classes"] if c["in_evidence"]}
+            assert c["train"]["precision"] >= meta["train_bar"] and c["name"] in ye.ontology().nodes
+            assert c["rule"] in ("head", "scores", "either")
+            assert c["rule"] == "scores" or c["head_threshold"] is not None
+            assert c["rule"] == "head" or c["score_threshold"] is not None
+    got = {r.name: r for r in ye.rules()}
+    assert set(got) == {c["name"] for c in meta["classes"] if c["in_evidence"]}
+    for c in meta["classes"]:
+        if c["in_evidence"]:
+            r = got[c["name"]]
+            assert (r.head_threshold is not None) == (c["rule"] in ("head", "either")), c["name"]
+            assert (r.threshold is not None) == (c["rule"] in ("scores", "either")), c["name"]
 
 
-def test_a_policy_of_another_model_is_refused(tmp_path) -> None:
-    meta = json.loads(ye.POLICY.read_text())
-    meta["model_sha256"] = "0" * 64
-    other = tmp_path / "events_policy.json"
-    other.write_text(json.dumps(meta))
-    with pytest.raises(ValueError, match="calibrate_yamnet.py"):
-        ye.load_policy(other)
+def test_the_head_file_is_the_one_its_policy_measured_and_a_swapped_one_is_refused(tmp_path, monkeypatch) -> None:
+    head = ye.event_head()
+    assert head.nodes == tuple(ye.load_policy(ye.HEAD_POLICY)["nodes"]) and len(head.members) >= 1
+    x = np.zeros((3, 2 * ym.EMBEDDING_DIM + len(NAMES)), np.float32)
+    p = head(x)
+    assert p.shape == (3, len(head.nodes)) and np.all((p >= 0) & (p <= 1))
+    bad = tmp_path / "event_head.npz"
+    bad.write_bytes(ye.HEAD.read_bytes()[:-7] + b"\0" * 7)
+    monkeypatch.setattr(ye, "HEAD", bad)
+    ye.event_head.cache_clear()
+    try:
+        with pytest.raises(ym.WeightsMismatch, match="event_head.npz"):
+            ye.event_head()
+    finally:
+        ye.event_head.cache_clear()
+
+
+def test_a_node_the_head_is_sure_of_is_stated_even_where_yamnets_scores_are_not() -> None:
+    """A rule of the head states from the head's window probability; a rule of both states from either."""
+    fs, n = _frames(8.0, {"Dog": (6.0, 8.0, 0.9)})
+    rules = (ye.Rule("Cat", None, 0.95, head_threshold=0.8, output=1), ye.Rule("Dog", 0.5, 0.93, 0.9, output=0))
+    head = np.zeros((4, 2), np.float32)
+    head[1, 1] = 0.85  # the head hears a cat in 2-4 s, YAMNet's cat scores are nil
+    head[0, 0] = 0.95  # the head hears a dog in 0-2 s; YAMNet's scores hear one in 6-8 s
+    got = ye.stated_events(fs, n, NAMES, rules, head=head)
+    assert [(e.name, e.start_s, e.end_s) for e in got] == [("Cat", 2.0, 4.0), ("Dog", 0.0, 2.0), ("Dog", 6.0, 8.0)]
+    # without the head's probabilities only the scores state anything
+    assert [(e.name, e.start_s) for e in ye.stated_events(fs, n, NAMES, rules)] == [("Dog", 6.0)]
 
 
 def test_every_stated_class_can_be_rendered_and_audited() -> None:

@@ -1,16 +1,18 @@
-"""Named sound events from YAMNet's scores: the AudioSet ontology and the measured per-class policy.
+"""Named sound events from YAMNet: the AudioSet ontology, an event head over its embedding, and the measured policy.
 
-YAMNet scores 521 AudioSet classes per 0.975 s frame. Its scores are not probabilities one can state: a class
-states an event only where its precision was measured on labelled audio (`training/calibrate_yamnet.py`: the
-labelled event mixes of the TRAIN packages choose a threshold, those of the DEV packages confirm it). A class is
-scored together with everything under it in the ontology (a "group": "Domestic animals, pets" is the best score
-of Dog, Cat, Bark, Meow, ...), so where a leaf is not sure enough its parent may still be stated ("Explosion" for
-a gunshot it is unsure of). The policy file `events_policy.json` (package data, tied to the model's sha256) lists
-every class and group tried, its threshold and its precision and recall on TRAIN and DEV; only those marked
-`in_evidence` state events.
+YAMNet scores 521 AudioSet classes per 0.975 s frame. Its scores are not probabilities one can state, and on
+stylised game effects they name little; a small head over its 1,024-d embedding (`event_head.npz`, trained on the
+labelled event mixes of the TRAIN packages by `training/train_yamnet_events.py`) learns the labelled classes
+from it. A class states an event only where its precision was measured on labelled audio: per class or ontology
+group, the TRAIN packages choose whether the head's probability, YAMNet's own group score (the best score of
+everything under the node: "Domestic animals, pets" is the best of Dog, Cat, Bark, Meow, ...;
+`training/calibrate_yamnet.py`) or either states it, and from which value; the DEV packages confirm it. Where a
+leaf is not sure enough its parent may still be stated ("Explosion" for a gunshot it is unsure of). The policy
+file `event_head.json` (package data, tied to the model's and the head's sha256) lists every class and group
+tried, its rule and its precision and recall on TRAIN and DEV; only those marked `in_evidence` state events.
 
-Times: the frames' scores are pooled into the same 2 s windows as the other event experts (a window takes the
-best score of the frames whose centre lies in it), so an event's span is a run of windows.
+Times: the frames are pooled into the same 2 s windows as the other event experts (a window takes the frames
+whose centre lies in it), so an event's span is a run of windows.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ HERE = Path(__file__).resolve().parent
 ONTOLOGY = HERE / "audioset_ontology.json"
 ONTOLOGY_SHA256 = "9c685f4403eecc3ca9be37fd7285cf212feaaea6ff7229d3e7ca89e0d1f2d15d"
 POLICY = HERE / "events_policy.json"
+HEAD = HERE / "event_head.npz"  # the event head over the embedding (training/train_yamnet_events.py)
+HEAD_POLICY = HERE / "event_head.json"
 WINDOW_S = 2.0
 
 
@@ -121,11 +125,27 @@ def window_scores(frame_scores: np.ndarray, n_samples: int) -> np.ndarray:
     return out
 
 
+def window_features(frame_scores: np.ndarray, frame_embeddings: np.ndarray, n_samples: int) -> np.ndarray:
+    """(n_windows, 2 * 1024 + 521): per 2 s window the max and the mean of the embeddings of the frames whose
+    centre lies in it (the nearest frame where none does), then the max of their scores: the event head's input."""
+    fe = np.asarray(frame_embeddings, np.float32)
+    centres = (np.arange(len(fe)) * HOP + FRAME / 2) / SR
+    bounds = window_bounds_s(n_samples)
+    out = np.zeros((len(bounds), 2 * fe.shape[1]), np.float32)
+    for k, (a, b) in enumerate(bounds):
+        inside = (centres >= a) & (centres < b)
+        e = fe[inside] if inside.any() else fe[[int(np.argmin(np.abs(centres - (a + b) / 2)))]]
+        out[k, : fe.shape[1]], out[k, fe.shape[1] :] = e.max(axis=0), e.mean(axis=0)
+    return np.concatenate([out, window_scores(frame_scores, n_samples)], axis=1)
+
+
 @dataclass(frozen=True)
 class Rule:
     name: str  # an AudioSet class or group, by display name
-    threshold: float  # the group score from which it is stated
-    precision: float  # its precision at that threshold on the DEV packages
+    threshold: float | None  # YAMNet's group score from which it is stated; None: the scores do not state it
+    precision: float  # what it states was right this often on the DEV packages
+    head_threshold: float | None = None  # the event head's probability from which it is stated; None: the head does not
+    output: int | None = None  # the head's output for this node
 
 
 @dataclass(frozen=True)
@@ -133,51 +153,123 @@ class Stated:
     name: str
     start_s: float
     end_s: float
-    score: float  # the run's best group score
+    score: float  # the run's best score: the head's probability where the head stated it, else YAMNet's group score
     precision: float
 
 
 def load_policy(path: Path = POLICY) -> dict:
-    """The policy file; refused unless it was measured on the vendored model."""
+    """A policy file; refused unless it was measured on the vendored model."""
     meta = json.loads(path.read_text())
     if meta.get("model_sha256") != MODEL_SHA256:
         raise ValueError(
             f"{path} was measured on YAMNet {meta.get('model_sha256')!r}, not the vendored {MODEL_SHA256}: "
-            "re-run training/calibrate_yamnet.py"
+            "re-run training/calibrate_yamnet.py and training/train_yamnet_events.py"
         )
     return meta
 
 
 @functools.cache
 def rules() -> tuple[Rule, ...]:
-    """The classes and groups that may state an event (`in_evidence`), most specific first."""
-    meta = load_policy()
+    """The classes and groups that may state an event (`in_evidence` in the event policy, event_head.json), most
+    specific first: each by the head's probability, YAMNet's own group score, or either, as TRAIN chose."""
+    meta = load_policy(HEAD_POLICY)
+    out = []
+    for c in meta["classes"]:
+        if c["in_evidence"]:
+            head = c["rule"] in ("head", "either")
+            scores = c["rule"] in ("scores", "either")
+            out.append(
+                Rule(
+                    c["name"],
+                    float(c["score_threshold"]) if scores else None,
+                    float(c["dev"]["precision"]),
+                    float(c["head_threshold"]) if head else None,
+                    int(c["output"]) if head else None,
+                )
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class EventHead:
+    """The event head over YAMNet's embedding (training/train_yamnet_events.py): an ensemble of small networks,
+    per 2 s window `window_features` -> one probability per node of the policy."""
+
+    members: tuple[tuple[tuple[np.ndarray, np.ndarray], ...], ...]
+    nodes: tuple[str, ...]
+    sha256: str
+
+    def __call__(self, features: np.ndarray) -> np.ndarray:
+        x = np.asarray(features, np.float32)
+        out = np.zeros((len(x), len(self.nodes)), np.float64)
+        for layers in self.members:
+            h = x
+            for j, (w, b) in enumerate(layers):
+                h = h @ w + b
+                if j < len(layers) - 1:
+                    h = np.maximum(h, 0)
+            out += 1 / (1 + np.exp(-np.clip(h, -30, 30)))
+        return (out / len(self.members)).astype(np.float32)
+
+
+def head_members(arrays: dict[str, np.ndarray]) -> tuple[tuple[tuple[np.ndarray, np.ndarray], ...], ...]:
+    """The networks of a head file's arrays `m<member>_W<layer>` / `m<member>_b<layer>`, as float32."""
+    n_members = 1 + max(int(k[1:].split("_")[0]) for k in arrays)
+    n_layers = 1 + max(int(k.split("_")[1][1:]) for k in arrays)
     return tuple(
-        Rule(c["name"], float(c["threshold"]), float(c["dev"]["precision"]))
-        for c in meta["classes"]
-        if c["in_evidence"]
+        tuple(
+            (arrays[f"m{m}_W{j}"].astype(np.float32), arrays[f"m{m}_b{j}"].astype(np.float32)) for j in range(n_layers)
+        )
+        for m in range(n_members)
     )
 
 
+@functools.cache
+def event_head() -> EventHead:
+    """The shipped head (event_head.npz), checked against the sha256 its policy file records."""
+    import io
+
+    meta = load_policy(HEAD_POLICY)
+    data = checked_bytes(HEAD, meta["head_sha256"])
+    with np.load(io.BytesIO(data)) as z:
+        arrays = {k: z[k] for k in z.files}
+    return EventHead(head_members(arrays), tuple(meta["nodes"]), meta["head_sha256"])
+
+
+def head_windows(frame_scores: np.ndarray, frame_embeddings: np.ndarray, n_samples: int) -> np.ndarray:
+    """(n_windows, n_nodes): the shipped head's probabilities per 2 s window of a clip."""
+    return event_head()(window_features(frame_scores, frame_embeddings, n_samples))
+
+
 def stated_events(
-    frame_scores: np.ndarray, n_samples: int, class_names: Sequence[str], policy: Iterable[Rule] | None = None
+    frame_scores: np.ndarray,
+    n_samples: int,
+    class_names: Sequence[str],
+    policy: Iterable[Rule] | None = None,
+    head: np.ndarray | None = None,
 ) -> list[Stated]:
-    """The events a clip's YAMNet scores state under the policy: per window, every rule whose group score reaches
-    its threshold, less those that a more specific stated rule lies under (a dog is said, not also an animal);
-    consecutive windows of one rule are one event."""
+    """The events a clip's YAMNet scores (and its head's window probabilities `head`, n_windows x n_nodes) state
+    under the policy: per window, every rule whose group score or head probability reaches its threshold, less
+    those that a more specific stated rule lies under (a dog is said, not also an animal); consecutive windows of
+    one rule are one event. Without `head`, rules of the head alone state nothing."""
     pol = list(rules() if policy is None else policy)
     if not pol or len(frame_scores) == 0:
         return []
     onto = ontology()
     ws = window_scores(np.asarray(frame_scores, np.float32), n_samples)
     bounds = window_bounds_s(n_samples)
+    hw = None if head is None or len(head) != len(bounds) else np.asarray(head, np.float32)
     group = {r.name: group_indices(class_names, r.name) for r in pol}
     runs: dict[str, list[list[float]]] = {}
     for k, (a, b) in enumerate(bounds):
         hit = {}
         for r in pol:
+            if hw is not None and r.head_threshold is not None and r.output is not None:
+                if (s := float(hw[k, r.output])) >= r.head_threshold:
+                    hit[r.name] = s
+                    continue
             idx = group[r.name]
-            if idx.size and (s := float(ws[k, idx].max())) >= r.threshold:
+            if r.threshold is not None and idx.size and (s := float(ws[k, idx].max())) >= r.threshold:
                 hit[r.name] = s
         covered = set().union(*(onto.ancestors(n) for n in hit)) if hit else set()
         for name, s in hit.items():

@@ -22,10 +22,11 @@ def event_classes(prompt_dir: Path | None = None) -> list[str]:
 
 
 def yamnet_policy_sha() -> str:
-    """The sha256 of YAMNet's measured event policy (package data): a new policy re-runs the evidence."""
-    from earmark.experts.yamnet.events import POLICY
+    """The sha256 of YAMNet's measured event policy (package data; it names the head's sha256): a new policy
+    re-runs the evidence."""
+    from earmark.experts.yamnet.events import HEAD_POLICY
 
-    return hashlib.sha256(POLICY.read_bytes()).hexdigest()[:16]
+    return hashlib.sha256(HEAD_POLICY.read_bytes()).hexdigest()[:16]
 
 
 def event_classes_sha(prompt_dir: Path | None = None) -> str:
@@ -45,13 +46,15 @@ def _yamnet_events(f: Facts, rec: Any, bar: float) -> None:
     the DEV packages at the threshold. A stated event is a sound heard: where the domain tagger was unsure of
     sound events, or called them absent, the named event makes them present (YAMNet hears a dog under speech
     that the domain tagger misses; the precision of its statements was measured in exactly such scenes)."""
-    from earmark.experts.yamnet.events import class_names, stated_events
+    from earmark.experts.yamnet.events import class_names, event_head, stated_events
 
     n = len(rec.frame_scores)
     if not n or any(x.type == "content.silent" and x.value == "silent" for x in f.facts):
         return
     n_samples = int(round(((n - 1) * rec.hop_s + rec.frame_s - rec.padded_s) * 16_000))
-    stated = stated_events(rec.frame_scores, n_samples, class_names())
+    # the head's probabilities count only where they are the shipped head's (the expert's key names its sha256)
+    head = rec.window_events if rec.event_head == event_head().sha256[:12] else None
+    stated = stated_events(rec.frame_scores, n_samples, class_names(), head=head)
     for ev in stated[:MAX_LIST]:
         f.add(
             rec,
