@@ -163,6 +163,17 @@ EVENT_PACKAGES: dict[str, str] = {
     "solarwolf": "dev",
     "chuck-data": "dev",
     "tuxfootball": "dev",
+    # DEV, added 2026-11-28 (training/dev_candidates_survey.md; tagger-ev2)
+    "redeclipse-data": "dev",
+    "flightgear-data-base": "dev",
+    "supertuxkart-data": "dev",
+    "torcs-data": "dev",
+    "trophy-data": "dev",
+    "dopewars-data": "dev",
+    "hannah-data": "dev",
+    "amphetamine-data": "dev",
+    "barrage": "dev",
+    "freeorion-data": "dev",
 }
 PACKAGES.update(EVENT_PACKAGES)
 TINY_PACKAGES += [
