@@ -102,3 +102,44 @@ def test_event_tagger_training_runs_on_the_tiny_subset_and_leaves_the_shipped_we
     recs = [json.loads(line) for line in open(tiny / "mixes" / "ev_dev.jsonl")]
     assert len(recs) == 12 and all("events" in r and "class_windows" in r for r in recs)
     assert _sha(EVENTS_SHIPPED) == before
+
+
+def test_yamnet_event_head_training_runs_on_the_tiny_event_mixes_and_leaves_the_shipped_policy_alone(tagger_cache):
+    """training/calibrate_yamnet.py, yamnet_embeddings.py and train_yamnet_events.py on the tiny event mixes (made
+    here if the tests above did not run first): YAMNet's score policy, the pooled embeddings, the fold networks, each
+    node's rule and the head file with its policy -- written into the cache, the shipped files untouched."""
+    from earmark.experts.yamnet import events as ye
+
+    shipped = {p: _sha(p) for p in (ye.POLICY, ye.HEAD, ye.HEAD_POLICY)}
+    tiny = tagger_cache / "tagger-tiny"
+    if not (tiny / "mixes" / "ev_dev.jsonl").exists():
+        step = "events" if (tiny / "sources.jsonl").exists() else "all"
+        subprocess.run(
+            [sys.executable, str(ROOT / "training" / "build_corpus.py"), step, "--tiny", "--cache", str(tagger_cache)],
+            check=True,
+            timeout=900,
+        )
+    common = ["--cache", str(tagger_cache), "--tag", "tagger-tiny"]
+    runs = [
+        ["calibrate_yamnet.py", *common, "--jobs", "1", "--out", str(tiny / "events_policy.json")],
+        ["yamnet_embeddings.py", *common, "--jobs", "1", "--split", "ev_train", "--split", "ev_dev"],
+        ["train_yamnet_events.py", *common, "--epochs", "2", "--out", str(tiny / "event_head.npz"),
+         "--policy", str(tiny / "event_head.json"), "--score-policy", str(tiny / "events_policy.json")],
+    ]  # fmt: skip
+    for args in runs:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "training" / args[0]), *args[1:]], capture_output=True, text=True, timeout=900
+        )
+        assert out.returncode == 0, args[0] + out.stdout[-3000:] + out.stderr[-3000:]
+    meta = json.loads((tiny / "event_head.json").read_text())
+    assert meta["head_sha256"] == _sha(tiny / "event_head.npz") and meta["model_sha256"] == ye.MODEL_SHA256
+    assert len(meta["nodes"]) == len(meta["classes"]) >= 3
+    assert all(
+        {"rule", "in_evidence", "train", "dev", "head_threshold", "score_threshold"} <= set(c) for c in meta["classes"]
+    )
+    import numpy as np
+
+    with np.load(tiny / "event_head.npz") as z:
+        head = ye.EventHead(ye.head_members({k: z[k] for k in z.files}), tuple(meta["nodes"]), meta["head_sha256"])
+    assert len(head.members) == meta["members"] and head(np.zeros((2, 2 * 1024 + 521))).shape == (2, len(meta["nodes"]))
+    assert {p: _sha(p) for p in shipped} == shipped

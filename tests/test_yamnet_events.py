@@ -76,7 +76,7 @@ def test_the_shipped_policy_was_measured_on_this_model_and_states_only_measured_
         if c["in_evidence"]:
             assert c["dev"]["precision"] >= 0.9 and c["dev"]["tp"] >= 10 and c["dev"]["packages"] >= 2, c["name"]
             assert c["train"]["precision"] >= meta["train_bar"] and c["name"] in ye.ontology().nodes
-            assert c["rule"] in ("head", "scores", "either")
+            assert c["rule"] in ("head", "scores", "either", "both")
             assert c["rule"] == "scores" or c["head_threshold"] is not None
             assert c["rule"] == "head" or c["score_threshold"] is not None
     got = {r.name: r for r in ye.rules()}
@@ -84,8 +84,9 @@ def test_the_shipped_policy_was_measured_on_this_model_and_states_only_measured_
     for c in meta["classes"]:
         if c["in_evidence"]:
             r = got[c["name"]]
-            assert (r.head_threshold is not None) == (c["rule"] in ("head", "either")), c["name"]
-            assert (r.threshold is not None) == (c["rule"] in ("scores", "either")), c["name"]
+            assert (r.head_threshold is not None) == (c["rule"] in ("head", "either", "both")), c["name"]
+            assert (r.threshold is not None) == (c["rule"] in ("scores", "either", "both")), c["name"]
+            assert r.both == (c["rule"] == "both"), c["name"]
 
 
 def test_the_head_file_is_the_one_its_policy_measured_and_a_swapped_one_is_refused(tmp_path, monkeypatch) -> None:
@@ -116,6 +117,13 @@ def test_a_node_the_head_is_sure_of_is_stated_even_where_yamnets_scores_are_not(
     assert [(e.name, e.start_s, e.end_s) for e in got] == [("Cat", 2.0, 4.0), ("Dog", 0.0, 2.0), ("Dog", 6.0, 8.0)]
     # without the head's probabilities only the scores state anything
     assert [(e.name, e.start_s) for e in ye.stated_events(fs, n, NAMES, rules)] == [("Dog", 6.0)]
+    # a rule of both states only where the head and the scores agree
+    both = (ye.Rule("Dog", 0.5, 0.97, 0.9, output=0, both=True),)
+    assert ye.stated_events(fs, n, NAMES, both, head=head) == []
+    head[3, 0] = 0.92  # the head now hears the dog YAMNet's scores hear in 6-8 s
+    assert [(e.name, e.start_s, e.end_s) for e in ye.stated_events(fs, n, NAMES, both, head=head)] == [
+        ("Dog", 6.0, 8.0)
+    ]
 
 
 def test_every_stated_class_can_be_rendered_and_audited() -> None:

@@ -81,6 +81,12 @@ def main() -> None:
     )  # fmt: skip
     ap.add_argument("--out", type=Path, default=HEAD)
     ap.add_argument("--policy", type=Path, default=HEAD_POLICY)
+    ap.add_argument(
+        "--score-policy", type=Path, default=POLICY, help="calibrate_yamnet.py's policy: YAMNet's own score thresholds"
+    )
+    ap.add_argument(
+        "--choose", choices=["recall", "precision"], default="precision", help="how a node's rule is chosen"
+    )
     ap.add_argument("--dry-run", action="store_true", help="print the table, write nothing")
     a = ap.parse_args()
     tr, trf = features(a.cache, a.tag, "ev_train", 2)
@@ -115,7 +121,7 @@ def main() -> None:
         log(f"fold {k}: {time.time() - t0:.0f} s")
     sdv = EventHead(tuple(members), tuple(nodes), "")(Xdv)  # the shipped ensemble, as the expert runs it
     names = list(class_names())
-    score_rules = {c["name"]: c for c in load_policy(POLICY)["classes"] if "train" in c}
+    score_rules = {c["name"]: c for c in load_policy(a.score_policy)["classes"] if "train" in c}
     rows = []
     for j, node in enumerate(nodes):
         t_tr, t_dv = Ytr[:, j], Ydv[:, j]
@@ -137,10 +143,14 @@ def main() -> None:
         row["score_threshold"] = s_thr
         sc_tr = Xtr[:, idx].max(axis=1) if idx.size else np.zeros(len(Xtr))
         sc_dv = Xdv[:, idx].max(axis=1) if idx.size else np.zeros(len(Xdv))
-        # the rule: both where their union passes the TRAIN bar, else the one with more TRAIN hits that does
+        # the rule, among those that pass the TRAIN bar: `--choose recall` takes either where their union passes,
+        # else the one with more TRAIN hits; `--choose precision` also tries both at once and takes the one with
+        # the highest TRAIN precision (more hits among equals)
         cands = []
         if thr is not None and s_thr is not None:
             cands.append(("either", (head_tr >= thr) | (sc_tr >= s_thr), (head_dv >= thr) | (sc_dv >= s_thr)))
+            if a.choose == "precision":
+                cands.append(("both", (head_tr >= thr) & (sc_tr >= s_thr), (head_dv >= thr) & (sc_dv >= s_thr)))
         if thr is not None:
             cands.append(("head", head_tr >= thr, head_dv >= thr))
         if s_thr is not None:
@@ -148,9 +158,13 @@ def main() -> None:
         chosen = None
         for rule, ptr, pdv_ in cands:
             p, r_, tp, fp, pos = pr(ptr.astype(float), t_tr, 0.5)
-            if p is not None and p >= a.train_bar and tp >= MIN_HITS:
-                if chosen is None or rule == "either" or tp > chosen[3]:
-                    chosen = (rule, ptr, pdv_, tp)
+            if p is None or p < a.train_bar or tp < MIN_HITS:
+                continue
+            if a.choose == "precision":
+                if chosen is None or (p, tp) > (chosen[4], chosen[3]):
+                    chosen = (rule, ptr, pdv_, tp, p)
+            elif chosen is None or rule == "either" or tp > chosen[3]:
+                chosen = (rule, ptr, pdv_, tp, p)
                 if rule == "either":
                     break
         if chosen is None:

@@ -55,9 +55,11 @@ def right(name: str, a: float, b: float, events: list[dict]) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--policy", type=Path, action="append", default=[], help="another policy file to compare")
     a = ap.parse_args()
     names = class_names()
     policies = {"scores only (events_policy.json)": scores_only(), "shipped (event_head.json)": rules()}
+    policies |= {str(p): rules(p) for p in a.policy}
     for folder in a.folders:
         truth = {json.loads(line)["id"]: json.loads(line) for line in open(folder / "truth.jsonl")}
         tally = {p: Counter() for p in policies}

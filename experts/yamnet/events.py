@@ -146,6 +146,7 @@ class Rule:
     precision: float  # what it states was right this often on the DEV packages
     head_threshold: float | None = None  # the event head's probability from which it is stated; None: the head does not
     output: int | None = None  # the head's output for this node
+    both: bool = False  # stated only where the head and the scores both reach their thresholds
 
 
 @dataclass(frozen=True)
@@ -169,15 +170,16 @@ def load_policy(path: Path = POLICY) -> dict:
 
 
 @functools.cache
-def rules() -> tuple[Rule, ...]:
-    """The classes and groups that may state an event (`in_evidence` in the event policy, event_head.json), most
-    specific first: each by the head's probability, YAMNet's own group score, or either, as TRAIN chose."""
-    meta = load_policy(HEAD_POLICY)
+def rules(path: Path | None = None) -> tuple[Rule, ...]:
+    """The classes and groups that may state an event (`in_evidence` in the event policy, event_head.json, or the
+    policy file `path`), most specific first: each by the head's probability, YAMNet's own group score, either or
+    both, as TRAIN chose."""
+    meta = load_policy(path or HEAD_POLICY)
     out = []
     for c in meta["classes"]:
         if c["in_evidence"]:
-            head = c["rule"] in ("head", "either")
-            scores = c["rule"] in ("scores", "either")
+            head = c["rule"] in ("head", "either", "both")
+            scores = c["rule"] in ("scores", "either", "both")
             out.append(
                 Rule(
                     c["name"],
@@ -185,6 +187,7 @@ def rules() -> tuple[Rule, ...]:
                     float(c["dev"]["precision"]),
                     float(c["head_threshold"]) if head else None,
                     int(c["output"]) if head else None,
+                    both=c["rule"] == "both",
                 )
             )
     return tuple(out)
@@ -251,7 +254,7 @@ def stated_events(
     """The events a clip's YAMNet scores (and its head's window probabilities `head`, n_windows x n_nodes) state
     under the policy: per window, every rule whose group score or head probability reaches its threshold, less
     those that a more specific stated rule lies under (a dog is said, not also an animal); consecutive windows of
-    one rule are one event. Without `head`, rules of the head alone state nothing."""
+    one rule are one event. Without `head`, rules that need the head state nothing."""
     pol = list(rules() if policy is None else policy)
     if not pol or len(frame_scores) == 0:
         return []
@@ -264,13 +267,12 @@ def stated_events(
     for k, (a, b) in enumerate(bounds):
         hit = {}
         for r in pol:
-            if hw is not None and r.head_threshold is not None and r.output is not None:
-                if (s := float(hw[k, r.output])) >= r.head_threshold:
-                    hit[r.name] = s
-                    continue
             idx = group[r.name]
-            if r.threshold is not None and idx.size and (s := float(ws[k, idx].max())) >= r.threshold:
-                hit[r.name] = s
+            by_scores = r.threshold is not None and idx.size > 0 and float(ws[k, idx].max()) >= r.threshold
+            by_head = hw is not None and r.head_threshold is not None and r.output is not None
+            by_head = by_head and float(hw[k, r.output]) >= r.head_threshold  # type: ignore[index]
+            if (by_head and by_scores) if r.both else (by_head or by_scores):
+                hit[r.name] = float(hw[k, r.output]) if by_head else float(ws[k, idx].max())  # type: ignore[index]
         covered = set().union(*(onto.ancestors(n) for n in hit)) if hit else set()
         for name, s in hit.items():
             if name in covered:
