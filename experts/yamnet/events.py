@@ -6,7 +6,7 @@ labelled event mixes of the TRAIN packages by `training/train_yamnet_events.py`)
 from it. A class states an event only where its precision was measured on labelled audio: per class or ontology
 group, the TRAIN packages choose whether the head's probability, YAMNet's own group score (the best score of
 everything under the node: "Domestic animals, pets" is the best of Dog, Cat, Bark, Meow, ...;
-`training/calibrate_yamnet.py`) or either states it, and from which value; the DEV packages confirm it. Where a
+`training/calibrate_yamnet.py`), either, or both together states it, and from which value; the DEV packages confirm it. Where a
 leaf is not sure enough its parent may still be stated ("Explosion" for a gunshot it is unsure of). The policy
 file `event_head.json` (package data, tied to the model's and the head's sha256) lists every class and group
 tried, its rule and its precision and recall on TRAIN and DEV; only those marked `in_evidence` state events.
@@ -252,9 +252,10 @@ def stated_events(
     head: np.ndarray | None = None,
 ) -> list[Stated]:
     """The events a clip's YAMNet scores (and its head's window probabilities `head`, n_windows x n_nodes) state
-    under the policy: per window, every rule whose group score or head probability reaches its threshold, less
-    those that a more specific stated rule lies under (a dog is said, not also an animal); consecutive windows of
-    one rule are one event. Without `head`, rules that need the head state nothing."""
+        under the policy: per window, every rule whose group score or head probability reaches its threshold (both, for
+    a rule of both), less
+        those that a more specific stated rule lies under (a dog is said, not also an animal); consecutive windows of
+        one rule are one event. Without `head`, rules that need the head state nothing."""
     pol = list(rules() if policy is None else policy)
     if not pol or len(frame_scores) == 0:
         return []
@@ -268,11 +269,12 @@ def stated_events(
         hit = {}
         for r in pol:
             idx = group[r.name]
-            by_scores = r.threshold is not None and idx.size > 0 and float(ws[k, idx].max()) >= r.threshold
-            by_head = hw is not None and r.head_threshold is not None and r.output is not None
-            by_head = by_head and float(hw[k, r.output]) >= r.head_threshold  # type: ignore[index]
+            score = float(ws[k, idx].max()) if idx.size else 0.0
+            prob = float(hw[k, r.output]) if hw is not None and r.output is not None else 0.0
+            by_scores = r.threshold is not None and idx.size > 0 and score >= r.threshold
+            by_head = hw is not None and r.head_threshold is not None and prob >= r.head_threshold
             if (by_head and by_scores) if r.both else (by_head or by_scores):
-                hit[r.name] = float(hw[k, r.output]) if by_head else float(ws[k, idx].max())  # type: ignore[index]
+                hit[r.name] = prob if by_head else score
         covered = set().union(*(onto.ancestors(n) for n in hit)) if hit else set()
         for name, s in hit.items():
             if name in covered:
