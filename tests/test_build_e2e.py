@@ -77,8 +77,15 @@ def test_catalog_answers_the_benchmark_questions(built):
     }
     for clip_id, kind, refs in kinds:
         assert refs == 3 or (clip_id, kind) in rejected, (clip_id, kind, refs)
-    produced = con.execute(f"SELECT count(*) FROM captions WHERE model = '{cfg.llm.model}'").fetchone()[0]
-    assert produced > 0, "the real LLM produced no caption at all"
+    # the real model wrote captions: each one is kept, or refused by validation or the audit with its reason and
+    # its raw text (a 0.5B model's short and long captions of three clips can all be refused: a fresh clone of
+    # f6ea398 kept none of its 12, under another test file's load, where the warm venv kept some)
+    model = cfg.llm.model
+    kept_llm = con.execute(f"SELECT count(*) FROM captions WHERE model = '{model}'").fetchone()[0]
+    refused = con.execute(
+        f"SELECT count(*) FROM rejections WHERE \"table\" = 'captions' AND model = '{model}' AND raw <> ''"
+    ).fetchone()[0]
+    assert kept_llm + refused > 0, "the real LLM wrote no caption at all"
     # content the tagger surely finds absent is stated as absent (3 references); an unsure absence is not
     # stated, and a rejection row says why
     absent = dict(
