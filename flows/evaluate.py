@@ -14,10 +14,11 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.context import TagsContext
 
 from earmark.core.config import Config
 from earmark.flows.runs import artifact_key, load_api_key
-from earmark.flows.shards import stage_task
+from earmark.flows.shards import run_now
 from earmark.llm.audio import run_model, write_predictions
 from earmark.stages import evaluate
 from earmark.stages.evaluate import plan
@@ -63,7 +64,7 @@ def _score(cfg: Config, scoring: plan.Plan, sections: list[str]) -> tuple[list[s
     scores: dict = {}
     for s in scoring.jobs:
         try:
-            key = stage_task.with_options(task_run_name=s.name)(cfg, s.job, None).key
+            key = run_now(cfg, s.job, None, s.name).key
         finally:
             s.close()
         part = s.part(key)
@@ -123,7 +124,8 @@ def evaluate_flow(
     if endpoint is not None:
         predictions = cat.dataset_path("predictions", plain_name(model_name, "model name"), checked.version)
         predictions.mkdir(parents=True, exist_ok=True)
-        ran = run_model_task(cfg, checked.version, endpoint, model_id or model_name, checked.tasks, predictions)
+        with TagsContext(current_tags=set()):  # untagged, as the shard tasks (earmark.flows.shards.run_now)
+            ran = run_model_task(cfg, checked.version, endpoint, model_id or model_name, checked.tasks, predictions)
         if ran["errors"]:
             sections.append(
                 plan.failed_requests_note(ran["errors"], model_id or model_name, predictions / "errors.json")

@@ -15,7 +15,7 @@ from prefect.artifacts import create_markdown_artifact
 from earmark.core import progress
 from earmark.core.config import Config
 from earmark.flows.runs import artifact_key, name_flow_run
-from earmark.flows.shards import stage_task
+from earmark.flows.shards import run_now
 from earmark.schemas import ITEM_TABLES
 from earmark.stages import publish, review
 from earmark.stages.base import ShardJob
@@ -34,7 +34,7 @@ def apply_reviews(cfg: Config, cat: Catalog, shards: dict[str, list[str]], run_i
         review.review_apply,
         inputs={"reviews": reviews, **{t: shards.get(t, []) for t in ITEM_TABLES}},
     )
-    key = stage_task.with_options(task_run_name="review-apply")(cfg, job, run_id).key
+    key = run_now(cfg, job, run_id, "review-apply").key
     out = {t: list(keys) for t, keys in shards.items()}
     for t in ("qc", *ITEM_TABLES):
         out[t] = out.get(t, []) + [key]
@@ -58,7 +58,7 @@ def publish_flow(cfg: Config, shards: dict[str, list[str]], run_id: str | None =
         sources=[version],
         label=version,
     )
-    ref = stage_task.with_options(task_run_name=f"publish/{version}")(cfg, job, run_id)
+    ref = run_now(cfg, job, run_id, f"publish/{version}")
     progress.report("publish", "steps", done=1)
     out_dir = cat.dataset_path("exports", version)
     if (card := out_dir / "README.md").exists():

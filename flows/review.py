@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from earmark.core.config import Config
 from earmark.flows.publish import publish_flow
 from earmark.flows.runs import artifact_key
-from earmark.flows.shards import stage_task
+from earmark.flows.shards import run_now
 from earmark.stages import review
 from earmark.stages.base import ShardJob
 from earmark.stages.review import ReviewItem, read_sheet, review_items, to_decisions, write_sheet
@@ -55,7 +55,7 @@ def store_decisions(cfg: Config, decisions: list, run_id: str | None) -> str | N
     if not decisions:
         return None
     job = ShardJob(review.REVIEWS, partial(review.store, decisions), sources=[review.decisions_sha(decisions)])
-    return stage_task.with_options(task_run_name="review/store")(cfg, job, run_id).key
+    return run_now(cfg, job, run_id, "review/store").key
 
 
 def _markdown(items: list[ReviewItem]) -> str:
