@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -99,19 +99,23 @@ class EventTagger:
         """(n_windows, n_classes) sigmoid outputs for (n_windows, D) window features: the mean over the members
         (the K fold models of training/train_events.py; one network in older weights)."""
         x = (np.asarray(X, np.float32) - self.mu) / self.sd
-        out = []
-        for layers in self.members:
-            h = x
-            for j, (W, b) in enumerate(layers):
-                h = h @ W + b
-                if j < len(layers) - 1:
-                    h = np.maximum(h, 0)
-            out.append(1 / (1 + np.exp(-np.clip(h, -30, 30))))
-        return np.mean(out, axis=0)
+        return np.mean(list(member_outputs(self.members, x)), axis=0)
 
     def calibrated(self, X: np.ndarray) -> np.ndarray:
         p = self.raw(X)
         return np.stack([np.interp(p[:, k], x, y) for k, (x, y) in enumerate(self.curves)], axis=1)
+
+
+def member_outputs(members: Sequence[Sequence[tuple[np.ndarray, np.ndarray]]], x: np.ndarray) -> Iterator[np.ndarray]:
+    """Each member network's sigmoid outputs for the rows of `x`: dense layers, ReLU between them. An ensemble's
+    forward pass (this tagger's, and the YAMNet event head's, experts/yamnet/events.py); the caller averages."""
+    for layers in members:
+        h = x
+        for j, (w, b) in enumerate(layers):
+            h = h @ w + b
+            if j < len(layers) - 1:
+                h = np.maximum(h, 0)
+        yield 1 / (1 + np.exp(-np.clip(h, -30, 30)))
 
 
 def tagger(weights: Path = EVENT_WEIGHTS, classes: Path = EVENT_CLASSES) -> EventTagger:

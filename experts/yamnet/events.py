@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from earmark.experts.learned.events import member_outputs
 from earmark.experts.yamnet.model import (
     CLASS_MAP,
     CLASS_MAP_SHA256,
@@ -205,13 +206,8 @@ class EventHead:
     def __call__(self, features: np.ndarray) -> np.ndarray:
         x = np.asarray(features, np.float32)
         out = np.zeros((len(x), len(self.nodes)), np.float64)
-        for layers in self.members:
-            h = x
-            for j, (w, b) in enumerate(layers):
-                h = h @ w + b
-                if j < len(layers) - 1:
-                    h = np.maximum(h, 0)
-            out += 1 / (1 + np.exp(-np.clip(h, -30, 30)))
+        for member in member_outputs(self.members, x):
+            out += member
         return (out / len(self.members)).astype(np.float32)
 
 
