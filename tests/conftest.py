@@ -8,12 +8,35 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
+
+def _seed_numba_cache(folder: str) -> None:
+    """Copy librosa's numba cache, compiled by `make setup` in one process (earmark/experts/compiled.py), into
+    `folder` where numba looks for it under NUMBA_CACHE_DIR (`<dir name>_<sha1 of the dir>` per source folder,
+    numba.core.caching.UserProvidedCacheLocator): compiling it again cost 35 s of CPU per worker."""
+    import hashlib
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("librosa")
+    if spec is None or spec.origin is None:
+        return
+    for cache in Path(spec.origin).parent.rglob("__pycache__"):
+        files = [f for f in cache.iterdir() if f.suffix in (".nbi", ".nbc")]
+        if files:
+            source_dir = str(cache.parent.resolve())
+            into = Path(folder) / f"{Path(source_dir).name}_{hashlib.sha1(source_dir.encode()).hexdigest()}"
+            into.mkdir(parents=True, exist_ok=True)
+            for f in files:
+                shutil.copy2(f, into / f.name)
+
+
 # numba (librosa's beat tracker in the music expert) caches what it compiles beside the package. Two processes
 # compiling the same function at once on a fresh venv left a cache that segfaulted every later load (2026-11-28: a
 # fresh clone's parallel `make test` beside `make demo`; a private cache folder loaded fine). Each xdist worker,
-# and the commands it runs, gets a cache folder of its own for the session.
+# and the commands it runs, gets a cache folder of its own for the session, seeded with what `make setup` compiled.
 if os.environ.get("PYTEST_XDIST_WORKER") and "NUMBA_CACHE_DIR" not in os.environ:
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"earmark-test-numba-{os.environ['PYTEST_XDIST_WORKER']}-")
+    _seed_numba_cache(os.environ["NUMBA_CACHE_DIR"])
     import atexit
 
     atexit.register(shutil.rmtree, os.environ["NUMBA_CACHE_DIR"], True)
