@@ -3,6 +3,9 @@ shards, every version complete (the smoke version of benchmarks/pipeline/kill_po
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from support.kill_points import run_points
 
 
@@ -20,6 +23,7 @@ def test_kill_9_in_a_build_and_in_an_evaluation_then_resume(tmp_path):
         event_delay_s=1.0,
         references=1,
         domains={"S00", "SM0", "00A", "SMA"},
+        server_home=Path(os.environ["EARMARK_PREFECT__HOME"]),  # the session's server (tests/conftest.py)
     )
     assert points[0].command == "evaluate" and points[1].command.startswith("build, ")
     for p in points:

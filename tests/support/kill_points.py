@@ -89,6 +89,19 @@ def prefect_server(home: Path):
         proc.wait(30)
 
 
+@contextlib.contextmanager
+def local_server(home: Path):
+    """The local Prefect server under `home` (earmark.flows.local_server, started when none runs there), held for
+    the block as a command holds it: the test session's shared server, instead of one more server's start."""
+    from earmark.flows.local_server import attach
+
+    att = attach(home, idle_minutes=10).wait_ready()
+    try:
+        yield att.url
+    finally:
+        att.detach()
+
+
 @dataclass
 class Setup:
     inputs: Path
@@ -309,11 +322,13 @@ def run_points(
     event_delay_s: float = 3.0,
     references: int = 2,
     domains: set[str] | None = None,
+    server_home: Path | None = None,
 ) -> tuple[list[Point], dict]:
     """`fractions`: kill at these fractions of the build + evaluate timeline instead of `n_points` random ones;
     `events`: kill a build 0–`event_delay_s` s (random) after its log first shows each of these strings;
     `references`: uninterrupted runs to compare (two find the columns that vary by run, reported as `volatile`);
-    `domains`: build only the generated clips of these MECAT domains (all eight when None)."""
+    `domains`: build only the generated clips of these MECAT domains (all eight when None); `server_home`: the
+    commands use the local Prefect server of that folder (a test session's) instead of a server of their own."""
     from earmark.corpus import generate_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -324,7 +339,8 @@ def run_points(
         for item in items:
             if domains is None or item.domain in domains:
                 shutil.copy(item.path, inputs / item.path.name)
-    with prefect_server(work / "prefect-home") as api, fake_llm() as llm:
+    server = local_server(server_home) if server_home is not None else prefect_server(work / "prefect-home")
+    with server as api, fake_llm() as llm:
         setup = Setup(inputs, llm, api)
         ref_root, (t_build, t_eval), ref_hashes, volatile = reference(setup, work, references)
         rng = random.Random(seed)
