@@ -24,7 +24,6 @@ from earmark.flows.analyze import analyze_flow
 from earmark.flows.filter import filter_flow
 from earmark.flows.ingest import ingest_flow
 from earmark.flows.publish import publish_flow
-from earmark.flows.review import review_flow
 from earmark.flows.runs import (
     Run,
     artifact_key,
@@ -105,6 +104,10 @@ def _build(run: Run, until: str, plan: Plan) -> None:
         {}, clips=ingest.refs, experts=experts, evidence=evidence, items=items, qc=None if qc is None else qc.refs
     )
     if plan.runs("review"):  # human verification before publishing (pauses in "ui" mode)
+        # imported here: the module's four flows each build a JSON schema of Config when defined (0.2 s of every
+        # build command's start-up), and only a reviewed build runs one
+        from earmark.flows.review import review_flow
+
         with run.stage("review"):
             review_flow(cfg, tables, run_id)
     with run.stage("publish"):
