@@ -14,11 +14,10 @@ from pathlib import Path
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
-from prefect.context import TagsContext
 
 from earmark.core.config import Config
 from earmark.flows.runs import artifact_key, load_api_key
-from earmark.flows.shards import run_now
+from earmark.flows.shards import run_now, untagged
 from earmark.llm.audio import run_model, write_predictions
 from earmark.stages import evaluate
 from earmark.stages.evaluate import plan
@@ -124,7 +123,7 @@ def evaluate_flow(
     if endpoint is not None:
         predictions = cat.dataset_path("predictions", plain_name(model_name, "model name"), checked.version)
         predictions.mkdir(parents=True, exist_ok=True)
-        with TagsContext(current_tags=set()):  # untagged, as the shard tasks (earmark.flows.shards.run_now)
+        with untagged():  # as the shard tasks
             ran = run_model_task(cfg, checked.version, endpoint, model_id or model_name, checked.tasks, predictions)
         if ran["errors"]:
             sections.append(

@@ -89,15 +89,21 @@ def submit(
     options = {"task_run_name": job.task_name}
     if retries is not None:
         options["retries"] = retries
-    with TagsContext(current_tags=set()):
+    with untagged():
         return stage_task.with_options(**options).submit(cfg, job, run_id, wait_for=list(wait_for or []))
+
+
+def untagged() -> TagsContext:
+    """A context in which task runs carry no tags: a tagged task run first asks the server for tag concurrency
+    slots (5.6 s beside a 0.3 s publish on an idle 2-core VM, 2026-11-28); earmark's GPU guard is the global
+    limit `gpu`, not a tag limit."""
+    return TagsContext(current_tags=set())
 
 
 def run_now(cfg: Config, job: ShardJob, run_id: str | None, name: str | None = None) -> ShardRef:
     """Run one shard job as a task run in this thread (publish, review, evaluation stages), untagged as `submit`'s
-    are: a task run carrying its flow's tags took 5.6 s to acquire Prefect's tag concurrency slots on an idle
-    2-core VM, beside a 0.3 s publish (2026-11-28)."""
-    with TagsContext(current_tags=set()):
+    are."""
+    with untagged():
         return stage_task.with_options(task_run_name=name or job.task_name)(cfg, job, run_id)
 
 

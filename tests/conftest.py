@@ -11,11 +11,12 @@ os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 
 def _seed_numba_cache(folder: str) -> None:
     """Copy librosa's numba cache, compiled by `make setup` in one process (earmark/experts/compiled.py), into
-    `folder` where numba looks for it under NUMBA_CACHE_DIR (`<dir name>_<sha1 of the dir>` per source folder,
-    numba.core.caching.UserProvidedCacheLocator): compiling it again cost 35 s of CPU per worker."""
-    import hashlib
+    `folder` where numba looks for it under NUMBA_CACHE_DIR (its UserProvidedCacheLocator's sub-folder per source
+    folder): compiling it again cost 35 s of CPU per worker."""
     import importlib.util
     from pathlib import Path
+
+    from numba.core.caching import UserProvidedCacheLocator
 
     spec = importlib.util.find_spec("librosa")
     if spec is None or spec.origin is None:
@@ -23,8 +24,7 @@ def _seed_numba_cache(folder: str) -> None:
     for cache in Path(spec.origin).parent.rglob("__pycache__"):
         files = [f for f in cache.iterdir() if f.suffix in (".nbi", ".nbc")]
         if files:
-            source_dir = str(cache.parent.resolve())
-            into = Path(folder) / f"{Path(source_dir).name}_{hashlib.sha1(source_dir.encode()).hexdigest()}"
+            into = Path(folder) / UserProvidedCacheLocator.get_suitable_cache_subpath(str(cache.parent / "_.py"))
             into.mkdir(parents=True, exist_ok=True)
             for f in files:
                 shutil.copy2(f, into / f.name)
