@@ -493,3 +493,37 @@ def test_a_phrase_with_a_word_outside_the_word_list_is_no_quote():
 
     assert not_words("Foop!") == ["Foop"] and not_words("a straw-skilab-a-jim up.") == ["skilab"]
     assert not_words("They're all dead. Thanks, Igor! It's 9 o'clock.") == []
+
+
+def test_a_run_of_sure_words_inside_an_unsure_phrase_is_quoted_alone():
+    """A phrase with one unsure word gave no quote at all; its run of sure words now does, trimmed of the function
+    words at its edges ("to the" of "… go to the" for "… go to court"), and the rest of the phrase is a piece
+    below any quote, so the quote never joins words that were not said one after another."""
+    from earmark.schemas.records import Word
+    from earmark.stages.facts.render import QUOTE_CONFIDENCE, View
+    from earmark.stages.synthesize.evidence.speech import PIECE_CONFIDENCE, RUN_CONFIDENCE, pieces
+    from earmark.stages.synthesize.item_types.captions.rules import quote_of
+
+    def said(*pairs):
+        return [Word(word=w, start_s=i * 0.3, end_s=i * 0.3 + 0.25, prob=p) for i, (w, p) in enumerate(pairs)]
+
+    phrase = said(("Didn't", 0.4), ("they", 0.99), ("have", 0.99), ("to", 0.99), ("go", 0.97), ("to", 0.99),
+                  ("the", 0.98), ("court?", 0.6))  # fmt: skip
+    cut = [([w.word for w in ws], run) for ws, run in pieces(phrase)]
+    assert cut == [(["Didn't"], False), (["they", "have", "to", "go"], True), (["to", "the", "court?"], False)]
+    assert pieces(said(("Take", 0.99), ("it,", 0.97))) == [(said(("Take", 0.99), ("it,", 0.97)), None)]  # whole
+    assert [r for _, r in pieces(said(("a", 0.5), ("big", 0.99), ("dog", 0.99), ("to", 0.99)))] == [None]  # too short
+    assert [r for _, r in pieces(said(("the", 0.5), ("Foop", 0.99), ("is", 0.99), ("here", 0.99)))] == [None]
+    assert RUN_CONFIDENCE >= QUOTE_CONFIDENCE > PIECE_CONFIDENCE
+    ev = evidence_of(
+        "r",
+        "S00",
+        {
+            "speech.transcript": ("Didn't they have to go to the court? Yes.", 0.9),
+            "0.0-0.2@speech.quote": ("Didn't", PIECE_CONFIDENCE),
+            "0.3-1.2@speech.quote": ("they have to go", RUN_CONFIDENCE),
+            "1.5-2.2@speech.quote": ("to the court?", PIECE_CONFIDENCE),
+            "3.0-3.4@speech.quote": ("Yes.", 0.95),
+        },
+    )
+    assert quote_of(View(ev, 0.6)) == "they have to go"
