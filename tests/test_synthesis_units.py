@@ -527,3 +527,24 @@ def test_a_run_of_sure_words_inside_an_unsure_phrase_is_quoted_alone():
         },
     )
     assert quote_of(View(ev, 0.6)) == "they have to go"
+
+
+def test_a_quote_of_two_voices_is_one_of_them_saying_it():
+    """fresh9's blind check: "A man and a woman say "not taking these any longer"" of one voice's line. Of two or
+    more voices the rule-written caption gives the words to one of them."""
+    ev = evidence_of(
+        "t",
+        "S00",
+        {
+            "speakers.count": (2, 0.9),
+            "V1@speaker.gender": {"male": 0.95, "female": 0.05},
+            "V2@speaker.gender": {"female": 0.95, "male": 0.05},
+            "speech.transcript": ("I'm not taking this any longer!", 0.95),
+            "0.5-3.4@speech.quote": ("I'm not taking this any longer!", 0.95),
+        },
+        duration_s=8.0,
+    )
+    texts = [c.text for c in rule_captions(ev, "speech", synth(None))]
+    assert texts[0] == 'A man and a woman speak, one of them saying "I\'m not taking this any longer".', texts
+    assert texts[1] == 'A male and a female voice; one says "I\'m not taking this any longer".', texts
+    assert not any(' say "' in t for t in texts), texts

@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--wrong", action="store_true", help="list the wrong runs")
     ap.add_argument("--explore", action="store_true", help="untrimmed runs at each bar of BARS, not the shipped rule")
     a = ap.parse_args()
-    tally: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    tally: dict[tuple, list[int]] = defaultdict(lambda: [0, 0, 0])
     wrong: list[str] = []
     clips_quoted: dict[tuple, set] = defaultdict(set)
     for ds in a.datasets:
@@ -104,8 +104,10 @@ def main() -> None:
                     if said is None:
                         continue
                     quote = " ".join(w.word.strip() for w in run)
-                    ok = quote_wer(words(quote), said) <= 0.2
+                    e = quote_wer(words(quote), said)
+                    ok = e <= 0.2
                     tally[(bar, whole)][0] += 1
+                    tally[(bar, whole)][2] += e == 0
                     tally[(bar, whole)][1] += ok
                     if ok:
                         clips_quoted[(bar, whole)].add((ds.name, clip))
@@ -114,10 +116,11 @@ def main() -> None:
     rule = f"untrimmed runs of ≥ {a.min_words} words" if a.explore else "the shipped rule (speech.pieces)"
     print(f"builds: {', '.join(d.name for d in a.datasets)}; {rule}\n")
     print(
-        "| every word at ≥ | run | runs | right (WER ≤ 0.2) | share | clips with a right run |\n|---|---|---|---|---|---|"
+        "| every word at ≥ | run | runs | right (WER ≤ 0.2) | share | exact (WER 0) | clips with a right run |\n"
+        "|---|---|---|---|---|---|---|"
     )
-    for (bar, whole), (n, ok) in sorted(tally.items()):
-        print(f"| {bar} | {whole} | {n} | {ok} | {ok / n:.3f} | {len(clips_quoted[(bar, whole)])} |")
+    for (bar, whole), (n, ok, exact) in sorted(tally.items()):
+        print(f"| {bar} | {whole} | {n} | {ok} | {ok / n:.3f} | {exact} | {len(clips_quoted[(bar, whole)])} |")
     for line in wrong:
         print(line)
 

@@ -257,8 +257,36 @@ def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[
             a, b = m.start(), m.end()
             if a > 0 and free(a, b) and m.group(0) not in NOT_NAMES:
                 take(a, b, "name", m.group(0))
-    claims = _moments_of_events(text, sorted(out, key=lambda c: c.start))
+    claims = _moments_of_events(text, sorted(out + _exclusive(low, out), key=lambda c: c.start))
     return _when_of_claims(text, _order_of_events(text, claims))
+
+
+# "consists of sound events", "only music is heard", "nothing but speech": the contents named right after it are
+# all the clip holds, so each content not named is claimed absent. An LLM's short caption said "The audio clip
+# consists of sound events …" of a man speaking over music (fresh9's blind check, 2026-11-28).
+_ONLY = re.compile(
+    r"(?<!not )\b(?:consists? (?:only |solely |entirely |purely )?of|consisting (?:only |solely )?of|made up "
+    r"(?:only |solely |entirely )?of|nothing but|only|solely|purely|exclusively|entirely)\b"
+)
+EXCLUSIVE_SCOPE_CHARS = 40  # the named contents must start this close after the word, in the same sentence
+_CONTENTS = ("speech", "music", "sound")
+
+
+def _exclusive(low: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
+    out = []
+    for m in _ONLY.finditer(low):
+        if any(c.start <= m.start() < c.start + len(c.span) for c in claims):  # "only one speaker", a quote
+            continue
+        end = re.search(r"[.;!?]", low[m.end() :])
+        stop = m.end() + (end.start() if end else len(low) - m.end())
+        named = {
+            c.value
+            for c in claims
+            if c.type == "presence" and m.end() <= c.start < min(stop, m.end() + EXCLUSIVE_SCOPE_CHARS)
+        }
+        if named:
+            out += [ExtractedClaim("absence", v, m.group(0), m.start()) for v in _CONTENTS if v not in named]
+    return out
 
 
 def _moments_of_events(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:

@@ -18,7 +18,7 @@ import jinja2
 
 from earmark.schemas.evidence import ClipEvidence
 from earmark.stages.facts import bands
-from earmark.stages.facts.render import View
+from earmark.stages.facts.render import SOUND_LABELS, View
 from earmark.stages.filter.claims import asserted, audit, claim_verdict
 from earmark.stages.synthesize.common import Outcome, Synth
 from earmark.stages.synthesize.item_types.captions.rules import FACTS, combined_captions, rule_captions
@@ -58,6 +58,9 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     facts["event"] = events[0] if events else None
     facts["next_event"] = events[1] if len(events) > 1 else None
     facts["then_event"] = events[1] if len(events) > 1 and events[1]["then"] else None  # heard after the first
+    # the first named event is "the first sound event" only where no sure sound window starts before its own
+    before = events and any(a < events[0]["at"] - 0.5 for a, _ in v.windows(SOUND_LABELS))
+    facts["first_event"] = events[0] if events and not before else None
     facts["instruments"] = " and ".join(mu.get("instruments") or []) or None
     facts |= {"genre": mu.get("genre"), "mood": mu.get("mood")}
     facts["beat"] = mu.get("beat") or None
