@@ -30,7 +30,7 @@ def _when(text: str, ev) -> list[tuple[str, str]]:
 MUSIC_THROUGHOUT = evidence_of(
     "m",
     "0MA",
-    _windows("music", range(0, 10, 2), {"2-4@content.window": {"sound": 0.99}, "4-6@content.window": {"sound": 0.9}}),
+    _windows("music", range(0, 10, 2), {"2-4@content.window": {"sound": 0.99}, "4-6@content.window": {"sound": 0.97}}),
     duration_s=10.0,
 )
 
