@@ -888,7 +888,7 @@ def test_timing_words_read_only_the_sure_windows():
     windows 4-6 and 6-8 the tagger gave 0.64 and 0.75. Sound windows under 0.95 were right 115 of 261 times on
     the check builds (benchmarks/quality/window_truth.py), so timing reads only those at WINDOW_BAR, and none
     where a window is in doubt (a gunshot at 5 s in a window at 0.949 would be left out of "near the start")."""
-    from earmark.stages.facts.render import WINDOW_BAR, View, sound_region
+    from earmark.stages.facts.render import WINDOW_BAR_DEFAULT, View, sound_region
 
     probs = {"0-2": 0.989, "2-4": 0.986, "4-6": 0.643, "6-8": 0.755}
     ev = evidence_of(
@@ -897,7 +897,7 @@ def test_timing_words_read_only_the_sure_windows():
         {f"{w}@content.window": {"sound": p} for w, p in probs.items()} | {"speech.seconds": 8.0},
         duration_s=10.0,
     )
-    assert WINDOW_BAR == 0.95 and View(ev, 0.6).windows({"sound"}) == []  # two windows in doubt: no timing
+    assert WINDOW_BAR_DEFAULT == 0.95 and View(ev, 0.6).windows({"sound"}) == []  # two windows in doubt: no timing
     assert sound_region(View(ev, 0.6)) is None
     sure = evidence_of("x", "00A", {"0-2@content.window": {"sound": 0.99}, "2-4@content.window": {"sound": 0.97}})
     assert View(sure, 0.6).windows({"sound"}) == [(0.0, 2.0), (2.0, 4.0)]
