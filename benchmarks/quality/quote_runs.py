@@ -27,7 +27,7 @@ from earmark.stages.synthesize.evidence.speech import QUOTE_CALIBRATION, RUN_BAR
 from earmark.storage import Catalog  # noqa: E402
 
 BARS = (0.9, 0.95, 0.98)
-MAX_HALLUCINATION = 0.05  # 0.95 × (1 − h) ≥ render.QUOTE_CONFIDENCE (0.9) needs h ≤ 0.053
+MAX_HALLUCINATION = 0.05  # RUN_CONFIDENCE 0.95 × (1 − h) ≥ render.QUOTE_CONFIDENCE (0.9) needs h ≤ 0.053
 
 
 class Word:

@@ -67,8 +67,9 @@ from earmark.stages.synthesize.evidence.speech import (
 # named events under its measured policy, which also make sound present; 20: a phrase with a word outside the English
 # word list is no quote ("Foop!" for a hiccup); 21: a voice's gender where its pitch and mn04's opinion agree; 22:
 # two pitch groups under one cluster state no count, nor does an unpitched clustering beside sound events; 23: a run
-# of sure words inside a phrase with an unsure word is a quote of its own (`speech.pieces`)
-EVIDENCE_VERSION = "23"
+# of sure words inside a phrase with an unsure word is a quote of its own (`speech.pieces`); 24: such runs of 4 words
+# or more, and a whole sure phrase at the measured 0.91
+EVIDENCE_VERSION = "24"
 
 
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or

@@ -44,7 +44,10 @@ NOT_A_WORD_CONFIDENCE = 0.35
 # 13 (homophones of one-word utterances: "Sue" for "shoe", "Can't" for "cart"), 0.6-0.8: 6 of 10, below: 9 of 26.
 # (lower bound of the least probability, P right), the first that applies. On the untuned check and review builds
 # the phrases at ≥ 0.95 were right 12 of 13 times (docs/benchmarks.md, "Issue [1/4]").
-QUOTE_CALIBRATION = ((0.95, 0.95), (0.8, 0.77), (0.6, 0.6), (0.0, 0.35))
+# Over more builds the top band is lower: whole phrases every word of which was heard at ≥ 0.95 were right 53 of
+# 58 times on devq and fresh4-10 (`quote_runs.py --explore --min-words 1`, 2026-11-28: "wait!" for "no way",
+# "It's because I can live red." for "lip read"), so it states 0.91.
+QUOTE_CALIBRATION = ((0.95, 0.91), (0.8, 0.77), (0.6, 0.6), (0.0, 0.35))
 
 
 # P(a voice's gender is right | the pitch group's median F0), the embedded pitch heuristic (`experts.speakers`),
@@ -142,13 +145,15 @@ def not_words(text: str) -> list[str]:
 
 # A phrase with an unsure word is not lost whole: a run of RUN_MIN_WORDS or more words inside it, each heard at
 # RUN_BAR or more and each an English word, trimmed of the function words at its edges ("you have to go to the"
-# for "they have to go to court" loses "to the"), is quoted on its own at RUN_CONFIDENCE: such runs were right
-# (WER ≤ 0.2 against the mixes' truth) 47 of 50 times on the check builds fresh4-8, on 38 clips, where whole
-# phrases gave right quotes on 20 (`benchmarks/quality/quote_runs.py`, 2026-11-28; the DEV build devq has no such
-# run: its words are said one at a time). A higher bar is no surer (0.99: 15 of 17): Whisper's probabilities
-# saturate. The bar was chosen on those builds, which were read before; fresh9 is the first build untuned for it. The rest of such a phrase is a piece at most PIECE_CONFIDENCE: never
-# quoted, and it breaks a run of quoted phrases, so no quote joins words that were not said one after another.
-RUN_BAR, RUN_MIN_WORDS, RUN_CONFIDENCE, PIECE_CONFIDENCE = 0.95, 3, 0.94, 0.35
+# for "they have to go to court" loses "to the"), is quoted on its own at RUN_CONFIDENCE. Against the mixes' truth
+# (WER ≤ 0.2; `benchmarks/quality/quote_runs.py`, 2026-11-28), runs of 3 such words were right 47 of 50 times on
+# the check builds fresh4-8, on 38 clips, 8 of 8 on fresh9 (untuned) and 7 of 8 on fresh10 ("you in anything" for
+# "you with anything"); runs of 4 words or more 36 of 37 times over devq and fresh4-10 (the one counted wrong is
+# "he's" for "he is"), on 32 clips. The DEV build devq has no such run: its words are said one at a time. A higher
+# bar is no surer (0.99, 3 words: 15 of 17 on fresh4-8): Whisper's probabilities saturate. Both bars were chosen on
+# builds read before, the length after fresh10. The rest of such a phrase is a piece at most PIECE_CONFIDENCE:
+# never quoted, and it breaks a run of quoted phrases, so no quote joins words not said one after another.
+RUN_BAR, RUN_MIN_WORDS, RUN_CONFIDENCE, PIECE_CONFIDENCE = 0.95, 4, 0.95, 0.35
 
 
 EDGE_WORDS = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
