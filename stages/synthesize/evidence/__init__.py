@@ -68,8 +68,9 @@ from earmark.stages.synthesize.evidence.speech import (
 # word list is no quote ("Foop!" for a hiccup); 21: a voice's gender where its pitch and mn04's opinion agree; 22:
 # two pitch groups under one cluster state no count, nor does an unpitched clustering beside sound events; 23: a run
 # of sure words inside a phrase with an unsure word is a quote of its own (`speech.pieces`); 24: such runs of 4 words
-# or more, and a whole sure phrase at the measured 0.91
-EVIDENCE_VERSION = "24"
+# or more, and a whole sure phrase at the measured 0.91; 25: a word Whisper begins with a hyphen ("lip -ridge") is
+# no word
+EVIDENCE_VERSION = "25"
 
 
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or

@@ -136,6 +136,9 @@ def not_words(text: str) -> list[str]:
     known = english_words()
     out = []
     for raw in text.split():
+        if re.match(r"-[A-Za-z]", raw):  # a piece Whisper glued to no word: "lip -ridge" for "lip-read" (fresh10)
+            out.append(raw)
+            continue
         for w in re.findall(r"[A-Za-z]+(?:['’][A-Za-z]+)?", raw):
             low = w.lower().replace("’", "'")
             if low not in known and low.split("'")[0] not in known:
