@@ -551,3 +551,29 @@ def test_a_quote_of_two_voices_is_one_of_them_saying_it():
     assert texts[0] == 'A man and a woman speak, one of them saying "I\'m not taking this any longer".', texts
     assert texts[1] == 'A male and a female voice; one says "I\'m not taking this any longer".', texts
     assert not any(' say "' in t for t in texts), texts
+
+
+def test_a_quote_is_not_given_to_a_gendered_voice_among_an_unknown_number():
+    """fresh11's blind check: "A female voice says "just because I want to do it"" of a man's line, beside a
+    woman whose words were not known: with the count unsure, "a female voice" is one of them, and "someone"
+    says the words."""
+    ev = evidence_of(
+        "u",
+        "SM0",
+        {
+            "speakers.count": (0, 0.4),
+            "V1@speaker.gender": {"female": 0.95, "male": 0.05},
+            "speech.transcript": ("but just because I want to do it", 0.95),
+            "0.5-3.4@speech.quote": ("just because I want to do it", 0.95),
+        },
+        duration_s=10.0,
+    )
+    texts = [c.text for c in rule_captions(ev, "speech", synth(None))]
+    assert texts == [
+        'A female voice speaks, and someone says "just because I want to do it".',
+        'A female voice, and the words "just because I want to do it".',
+        'Speech: "just because I want to do it".',
+    ], texts
+    from earmark.stages.filter.claims import audit, claim_verdict
+
+    assert all(claim_verdict(audit(t, ev))[0] for t in texts), texts

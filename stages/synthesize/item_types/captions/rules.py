@@ -88,6 +88,7 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         "voice": w["voice"][key],
         "plural": key in ("two", "many", "some", "man_woman"),  # the verb's number
         "several": key in ("two", "many", "man_woman"),  # a quote is then one of them's
+        "unowned": key in ("male_voice", "female_voice"),  # a gendered voice among an unknown number: not its quote
         "voices": "voices" if key in ("two", "many", "some") else "voice",
         "gender": gender,
         "quote": quote,

@@ -54,6 +54,7 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     sp = FACTS["speech"](v, words, phrases) or {}
     mu = FACTS["music"](v, words, phrases) or {}
     facts |= {"gender": sp.get("gender"), "quote": sp.get("quote"), "tempo": mu.get("tempo_word")}
+    facts["own_quote"] = sp.get("quote") if not (sp.get("several") or sp.get("unowned")) else None
     events = (FACTS["sound"](v, words, phrases) or {}).get("events") or []
     facts["event"] = events[0] if events else None
     facts["next_event"] = events[1] if len(events) > 1 else None
