@@ -9,6 +9,11 @@ marks them unsupported, which rejects them where an item must be grounded.
 
 from __future__ import annotations
 
+# Function words a quote neither begins nor ends with: "… leaves from" is cut to "… leaves" (the rule-written
+# transcript start), "you have to go to the" to "you have to go" (a run of sure words, evidence.speech.pieces).
+EDGE_WORDS = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
+
+
 NUMBER_WORDS = {
     "two": 2,
     "three": 3,

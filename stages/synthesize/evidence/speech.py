@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from earmark.schemas.records import LabelProb
+from earmark.stages.facts.claim_vocab import EDGE_WORDS
 from earmark.stages.synthesize.evidence.facts import MAX_LIST, Facts, rounded
 
 ONE_SPEAKER_CONFIDENCE, MORE_SPEAKERS_CONFIDENCE = 0.75, 0.65  # Resemblyzer clustering on ≤ 10 s
@@ -159,9 +160,6 @@ def not_words(text: str) -> list[str]:
 RUN_BAR, RUN_MIN_WORDS, RUN_CONFIDENCE, PIECE_CONFIDENCE = 0.95, 4, 0.95, 0.35
 
 
-EDGE_WORDS = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
-
-
 def _bare(word: Any) -> str:
     return word.word.strip().lower().strip(".,;:!?\"'")
 
@@ -216,14 +214,8 @@ def _quotes(f: Facts, asr: Any, check: Any) -> None:
             text = " ".join(w.word.strip() for w in piece)  # the experts store words stripped
             least = min(w.prob for w in piece)
             subject = f"{piece[0].start_s:.1f}-{piece[-1].end_s:.1f}"
-            if run is None:
-                conf = next(p for bound, p in QUOTE_CALIBRATION if least >= bound)
-            else:
-                conf = (
-                    RUN_CONFIDENCE
-                    if run
-                    else min(PIECE_CONFIDENCE, next(p for b, p in QUOTE_CALIBRATION if least >= b))
-                )
+            calibrated = next(p for bound, p in QUOTE_CALIBRATION if least >= bound)
+            conf = calibrated if run is None else RUN_CONFIDENCE if run else min(PIECE_CONFIDENCE, calibrated)
             conf *= 1.0 - hallucination
             last = i == len(cut) - 1 and j == len(parts) - 1
             if last and text[-1:] not in PHRASE_END:  # the clip's end may have cut it short

@@ -16,6 +16,7 @@ from earmark.prompts import file_sha
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import Caption
 from earmark.stages.facts import bands
+from earmark.stages.facts.claim_vocab import EDGE_WORDS
 from earmark.stages.facts.render import (
     QUOTE_CONFIDENCE,
     SOUND_LABELS,
@@ -30,7 +31,6 @@ from earmark.stages.synthesize.common import Synth, check_sentence
 RULE_KINDS = ("speech", "music", "sound", "environment")  # the content captions the rules write
 QUOTE_WORDS = 10  # whole confident phrases, joined up to this many words
 LEGACY_QUOTE_WORDS = 7  # evidence without phrase facts: the start of the transcript
-TRAILING = {"a", "an", "the", "to", "of", "from", "in", "on", "at", "and", "or", "but", "with", "for", "my", "your"}
 _env = jinja2.Environment(undefined=jinja2.ChainableUndefined, autoescape=False)
 
 
@@ -56,7 +56,7 @@ def _transcript_start(v: View) -> str | None:
     if transcript is None or not transcript.value:
         return None
     words = transcript.value.replace('"', "").split()[:LEGACY_QUOTE_WORDS]
-    while len(words) > 3 and words[-1].lower().strip(".,;:!?") in TRAILING:  # "… leaves from" → "… leaves"
+    while len(words) > 3 and words[-1].lower().strip(".,;:!?") in EDGE_WORDS:  # "… leaves from" → "… leaves"
         words.pop()
     return " ".join(words).rstrip(".,;:!?")
 
