@@ -59,8 +59,8 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     facts["event"] = events[0] if events else None
     facts["next_event"] = events[1] if len(events) > 1 else None
     facts["then_event"] = events[1] if len(events) > 1 and events[1]["then"] else None  # heard after the first
-    # the first named event is "the first sound event" only where no sure sound window starts before its own
-    before = events and any(a < events[0]["at"] - 0.5 for a, _ in v.windows(SOUND_LABELS))
+    # the first named event is "the first sound event" only where no sound window, sure or in doubt, starts before
+    before = events and any(a < events[0]["at"] - 0.5 for a, _ in v.stored_windows(SOUND_LABELS))
     facts["first_event"] = events[0] if events and not before else None
     facts["instruments"] = " and ".join(mu.get("instruments") or []) or None
     facts |= {"genre": mu.get("genre"), "mood": mu.get("mood")}
