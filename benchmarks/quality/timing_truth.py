@@ -14,25 +14,19 @@ as incomplete. `--bar` reads every window from another probability (0.5: the rul
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from collections import defaultdict
 from pathlib import Path
 
-from earmark.schemas import ClipEvidence, from_table
-from earmark.stages.facts import render
-from earmark.stages.facts.render import View, music_region, sound_region, speech_region, when_region
-from earmark.stages.filter.judge import THIRDS
-from earmark.storage import Catalog
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from window_truth import evidence_with_truth, spans  # noqa: E402
+
+from earmark.stages.facts import render  # noqa: E402
+from earmark.stages.facts.render import View, music_region, sound_region, speech_region, when_region  # noqa: E402
+from earmark.stages.filter.judge import THIRDS  # noqa: E402
 
 REGIONS = {"speech": speech_region, "music": music_region, "sound": sound_region}
-
-
-def truth_spans(truth: dict, what: str) -> list[tuple[float, float]]:
-    if what == "speech":
-        return [(t["start_s"], t["end_s"]) for s in truth["speakers"] for t in s["turns"]]
-    if what == "music":
-        return [(truth["music"]["start_s"], truth["music"]["end_s"])] if truth["music"] else []
-    return [(e["start_s"], e["end_s"]) for e in truth["events"]]
 
 
 def compare(said: str, heard: str | None) -> tuple[bool, bool]:
@@ -61,33 +55,23 @@ def main() -> None:
     tally: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])  # placed, right, complete, clips with it
     wrong = []
     for ds in a.datasets:
-        cat = Catalog(ds.parent, ds.name)
-        v = cat.latest_version()
-        truth = {
-            (r := json.loads(line))["id"]: r
-            for line in (ds.parent / f"{ds.name}-input" / "truth.jsonl").read_text().splitlines()
-        }
-        name = {c: Path(p).stem for c, p in cat.query(f"SELECT clip_id, source_path FROM {v}.clips")}
-        for ev in from_table(ClipEvidence, cat.read("evidence", cat.version_shards(v)["evidence"])):
-            t = truth.get(name.get(ev.clip_id, ""))
-            if t is None:
-                continue
+        for ev, t in evidence_with_truth(ds):
             view = View(ev, a.thr)
             for what, region in REGIONS.items():
-                spans = truth_spans(t, what)
-                if not spans:
+                truth_spans = spans(t, what)
+                if not truth_spans:
                     continue
                 tally[what][3] += 1
                 said = region(view) if view.content("sound_events" if what == "sound" else what) == "present" else None
                 if said is None:
                     continue
-                heard = when_region(spans, t["len_s"], windowed=False)
+                heard = when_region(truth_spans, t["len_s"], windowed=False)
                 ok, complete = compare(said, heard)
                 tally[what][0] += 1
                 tally[what][1] += ok
                 tally[what][2] += ok and complete
                 if a.wrong and not (ok and complete):
-                    wrong.append(f"{ds.name}/{t['id']} {what}: said {said}, truth {heard} {spans}")
+                    wrong.append(f"{ds.name}/{t['id']} {what}: said {said}, truth {heard} {truth_spans}")
     bars = f"{render.WINDOW_BAR_DEFAULT}" + "".join(f", {k} {b}" for k, b in render.WINDOW_BAR.items())
     print(f"builds: {', '.join(d.name for d in a.datasets)}; windows read from {bars}\n")
     print("| content | clips with it | placed in time | right | right and complete |\n|---|---|---|---|---|")

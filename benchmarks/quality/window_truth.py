@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from earmark.schemas import ClipEvidence, from_table
@@ -31,23 +32,27 @@ def spans(truth: dict, label: str) -> list[tuple[float, float]]:
     return [(e["start_s"], e["end_s"]) for e in truth["events"]]
 
 
+def evidence_with_truth(ds: Path) -> Iterator[tuple[ClipEvidence, dict]]:
+    """Each clip's evidence in the build's latest version, with its mix's truth (`DIR-input/truth.jsonl`)."""
+    cat = Catalog(ds.parent, ds.name)
+    v = cat.latest_version()
+    truth = {
+        (r := json.loads(line))["id"]: r
+        for line in (ds.parent / f"{ds.name}-input" / "truth.jsonl").read_text().splitlines()
+    }
+    name = {c: Path(p).stem for c, p in cat.query(f"SELECT clip_id, source_path FROM {v}.clips")}
+    for ev in from_table(ClipEvidence, cat.read("evidence", cat.version_shards(v)["evidence"])):
+        if (t := truth.get(name.get(ev.clip_id, ""))) is not None:
+            yield ev, t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("datasets", type=Path, nargs="+")
     a = ap.parse_args()
     tally: dict[tuple[str, float], list[int]] = defaultdict(lambda: [0, 0])
     for ds in a.datasets:
-        cat = Catalog(ds.parent, ds.name)
-        v = cat.latest_version()
-        truth = {
-            (r := json.loads(line))["id"]: r
-            for line in (ds.parent / f"{ds.name}-input" / "truth.jsonl").read_text().splitlines()
-        }
-        name = {c: Path(p).stem for c, p in cat.query(f"SELECT clip_id, source_path FROM {v}.clips")}
-        for ev in from_table(ClipEvidence, cat.read("evidence", cat.version_shards(v)["evidence"])):
-            t = truth.get(name.get(ev.clip_id, ""))
-            if t is None:
-                continue
+        for ev, t in evidence_with_truth(ds):
             for f in ev.all("content.window"):
                 if not f.subject or f.value not in ("speech", "music", "sound"):
                     continue
