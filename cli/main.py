@@ -503,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except KeyboardInterrupt:
         print("earmark: interrupted", file=sys.stderr)
+        from earmark.flows.signals import exit_interrupted, workers_alive
+
+        if workers_alive():  # the interpreter's shutdown would fail their tasks (flows.signals.exit_interrupted)
+            exit_interrupted(EXIT_INTERRUPTED)
         return EXIT_INTERRUPTED
     except DatasetBusyError as exc:
         print(f"earmark: error: {exc}", file=sys.stderr)

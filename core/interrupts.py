@@ -7,6 +7,8 @@ thread pool would otherwise join them, which took ~45 s in the middle of an anal
 raises KeyboardInterrupt in the main thread (flows are marked crashed, the catalog run row is closed, the
 lease released) and arms a watchdog; whatever is still running after `grace_s` is cut short: the embedded
 LLM servers and other child processes are killed and the process exits with 130. A second signal exits at once.
+Once the main thread has unwound, a command whose flow threads still run exits at once too, after sending
+Prefect's pending logs (earmark.flows.signals.exit_interrupted), rather than shut the interpreter down under them.
 
 While a flow runs, Prefect replaces the process's SIGTERM handler with its own (earmark.flows.signals makes that
 one hand the signal to `active_handler`). A foreground server (`earmark view`, `earmark server`) takes SIGTERM as
@@ -23,6 +25,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import NoReturn
 
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143  # 128 + SIGTERM: what a shell reports for a process that SIGTERM ended
@@ -53,8 +56,9 @@ def _kill_children() -> None:
             pass
 
 
-def hard_exit(code: int = EXIT_INTERRUPTED) -> None:
+def hard_exit(code: int = EXIT_INTERRUPTED) -> NoReturn:
     """Kill this process's children (embedded LLM servers, local Dask workers) and exit without cleanup."""
+    sys.stdout.flush()
     sys.stderr.flush()
     _kill_children()
     os._exit(code)

@@ -13,11 +13,18 @@ through the bridge, Prefect's own bridge runs as before.
 
 from __future__ import annotations
 
+import threading
+from contextlib import suppress
 from types import FrameType
+from typing import NoReturn
 
+from prefect.events.worker import EventsWorker
+from prefect.logging.handlers import APILogWorker
 from prefect.utilities import engine
 
-from earmark.core.interrupts import active_handler
+from earmark.core.interrupts import active_handler, hard_exit
+
+DRAIN_S = 2.0  # at most this long each to send the logs and events Prefect still holds, after an interrupt
 
 _prefect_bridge = engine._prefect_sigterm_handler
 
@@ -34,3 +41,25 @@ def install() -> None:
     """From now on, a flow run's SIGTERM handler is earmark's while an `interruptible` command runs (idempotent).
     Call it before the command's first flow starts: `capture_sigterm` recognises its bridge by identity."""
     engine._prefect_sigterm_handler = _sigterm
+
+
+def workers_alive() -> bool:
+    """Whether a thread other than this one that the interpreter's shutdown would wait for is still running: a
+    flow run beside the main one, or a shard task in a flow's thread pool."""
+    me = threading.current_thread()
+    return any(t is not me and not t.daemon and t.is_alive() for t in threading.enumerate())
+
+
+def exit_interrupted(code: int) -> NoReturn:
+    """End an interrupted command now that its main thread has unwound (flows marked crashed, the run row closed,
+    the lease released): send the logs and events Prefect holds, then exit without the interpreter's shutdown.
+
+    That shutdown first refuses new thread-pool work and atexit registrations, then joins the threads still
+    running. A shard task still running in a flow's thread pool then failed on its next submit ("cannot schedule
+    new futures after interpreter shutdown"), and Prefect logged the failure and scheduled a retry, until the
+    interrupt watchdog ended the process (CI, 2026-11-28). A finished shard is whole whenever the process ends
+    (core.interrupts), so nothing is lost by not waiting for those threads."""
+    for worker in (APILogWorker, EventsWorker):
+        with suppress(Exception):
+            worker.drain_all(timeout=DRAIN_S)
+    hard_exit(code)

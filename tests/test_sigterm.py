@@ -188,3 +188,42 @@ def test_an_interrupted_build_silences_the_analyze_flow_left_beside_it():
     finally:
         log.removeHandler(handler)
     assert seen == ["the build's own line"]
+
+
+_WORKER = """
+import sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
+from earmark.flows import signals
+
+pool = ThreadPoolExecutor(1)
+outer = ThreadPoolExecutor(1)
+
+def shard_task():  # a shard task that keeps submitting work to a pool, as a stage's experts do
+    while True:
+        try:
+            pool.submit(time.sleep, 0.001).result()
+        except RuntimeError as exc:
+            print("task failed:", exc, flush=True)
+            return
+
+outer.submit(shard_task)
+time.sleep(0.2)
+print("workers alive:", signals.workers_alive(), flush=True)
+if sys.argv[1] == "exit_interrupted":
+    signals.exit_interrupted(130)
+"""
+
+
+@pytest.mark.parametrize("ending", ["exit_interrupted", "return"])
+def test_an_interrupted_command_ends_before_the_interpreter_shutdown_fails_running_tasks(ending):
+    """The CI failure of 2026-11-28: after SIGTERM the main thread returned, the interpreter's shutdown refused new
+    pool work, and a shard task still running failed and was retried. `exit_interrupted` ends the process first;
+    the plain return shows the failure it avoids (the watchdog of a real command then ends that process)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _WORKER, ending], capture_output=True, text=True, timeout=STOP_S, env=_env()
+    )
+    assert "workers alive: True" in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    if ending == "exit_interrupted":
+        assert proc.returncode == 130 and "task failed" not in proc.stdout, proc.stdout + proc.stderr[-2000:]
+    else:
+        assert "task failed: cannot schedule new futures after" in proc.stdout, proc.stdout
