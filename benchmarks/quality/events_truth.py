@@ -58,7 +58,11 @@ def main() -> None:
     ap.add_argument("--policy", type=Path, action="append", default=[], help="another policy file to compare")
     a = ap.parse_args()
     names = class_names()
-    policies = {"scores only (events_policy.json)": scores_only(), "shipped (event_head.json)": rules()}
+    policies = {
+        "scores only (events_policy.json)": scores_only(),
+        "event_head.json, every class itself (before 2026-11-28)": rules(back_off=False),
+        "shipped (event_head.json, thin classes as their trusted ancestor)": rules(),
+    }
     policies |= {str(p): rules(p) for p in a.policy}
     for folder in a.folders:
         truth = {json.loads(line)["id"]: json.loads(line) for line in open(folder / "truth.jsonl")}
