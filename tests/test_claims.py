@@ -902,3 +902,68 @@ def test_timing_words_read_only_the_sure_windows():
     sure = evidence_of("x", "00A", {"0-2@content.window": {"sound": 0.99}, "2-4@content.window": {"sound": 0.97}})
     assert View(sure, 0.6).windows({"sound"}) == [(0.0, 2.0), (2.0, 4.0)]
     assert not claim_verdict(audit("One or more sound events for most of the clip.", ev))[0]
+
+
+def test_an_answer_to_what_is_heard_names_every_content_the_evidence_is_sure_of():
+    """fresh13's blind check: "Who or what is heard in this clip?" was answered "(Speech from one or more voices
+    throughout.)" over music the evidence was sure of. A question for everything heard needs every sure content
+    named (by its presence word or by a named voice, instrument or event); "What is mainly heard" does not."""
+    sm = evidence_of("sm", "SM0", {"speech.seconds": 8.0}, duration_s=10.0)
+    assert sm.present("speech") and sm.present("music")
+    items = {
+        "instructions": [
+            _triple(
+                0,
+                "Who or what is heard in this clip? Wrap your entire answer in parentheses.",
+                "(Speech from one or more voices throughout.)",
+                7,
+                "",
+                clip="sm",
+            ),
+            _triple(
+                1,
+                "Who or what is heard in this clip? Wrap your entire answer in parentheses.",
+                "(Speech and music with a clear melody.)",
+                7,
+                "",
+                clip="sm",
+            ),
+            _triple(
+                2,
+                "What is mainly heard in this clip, and what is the recording like? Answer in JSON with exactly "
+                'the keys "main_sound" and "recording".',
+                '{"main_sound": "speech", "recording": "a recording"}',
+                13,
+                '{"main_sound": "", "recording": ""}',
+                clip="sm",
+            ),
+            _triple(3, "What does this recording contain?", "A woman speaks over a piano.", 1, "", clip="sm"),
+        ],
+        "qa": [
+            QAPair(
+                **_lin("sm"),
+                item_id="sm:qa:0",
+                qa_index=0,
+                category="direct_perception",
+                difficulty="basic",
+                question="What can be heard in this clip?",
+                answer="Someone speaks.",
+            )
+        ],
+    }
+    qc, _ = audit_items(items, {"sm": sm}, 0.6, ITEM_TYPES)
+    why = {r.item_id: r.reason for r in qc if r.check == "claim_audit"}
+    assert "leaves out the music" in why["sm:i:0"] and "leaves out the music" in why["sm:qa:0"]
+    assert why["sm:i:1"] is None and why["sm:i:2"] is None, why
+    assert "leaves out" not in (why["sm:i:3"] or "")  # the piano names the music
+
+
+def test_music_free_denies_the_music():
+    """fresh13's blind check: "A music-free, sound event…" over music passed as a claim that music is there."""
+    assert [(c.type, c.value) for c in extract("A music-free, sound event.")] == [
+        ("absence", "music"),
+        ("presence", "sound"),
+    ]
+    assert ("absence", "speech") in [(c.type, c.value) for c in extract("A speech free clip.")]
+    assert ("presence", "music") in [(c.type, c.value) for c in extract("Music free of distortion plays.")]
+    assert [(c.type, c.value) for c in extract("A noise-free recording.")] == [("noise", "clean")]

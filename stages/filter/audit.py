@@ -35,6 +35,7 @@ from earmark.stages.filter.claims import (
     audit,
     claim_verdict,
     entailment_label_check,
+    left_out,
 )
 
 INFERENCE = ("inference_judgement", "application_context")
@@ -134,8 +135,21 @@ def instruction_fields(item: Any) -> list[tuple[str, str, dict]]:
     ]
 
 
-def instruction_precheck(item: Any) -> str | None:
-    return None if about_audio(item.instruction) else "instruction: the question does not ask about the audio"
+def instruction_precheck(item: Any, ev: ClipEvidence | None = None) -> str | None:
+    """Why an instruction triple fails before its claims are read: its question does not ask about the audio, or
+    (with the clip's evidence) it asks for everything heard and its answer leaves a present content out."""
+    if not about_audio(item.instruction):
+        return "instruction: the question does not ask about the audio"
+    return None if ev is None else whole_answer(_question(item.instruction), _unwrapped(_answer_words(item.answer)), ev)
+
+
+def whole_answer(question: str, answer: str, ev: ClipEvidence) -> str | None:
+    """Why an answer to a question that asks for everything heard fails: the contents it leaves out (None: none)."""
+    missing = left_out(question, answer, ev)
+    if not missing:
+        return None
+    words = " and ".join(m.replace("_", " ") for m in missing)
+    return f"answer: leaves out the {words} the question asks for (the evidence is sure of it)"
 
 
 def audit_items(

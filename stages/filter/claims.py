@@ -52,6 +52,39 @@ def about_audio(question: str) -> bool:
     return bool(_ABOUT_AUDIO.search(question)) or any(c.type != "number" for c in extract(question))
 
 
+# A question that asks for everything heard ("What can be heard in this clip?", "Who or what is heard…?", "What
+# does this recording contain?"), not for the main sound or one kind of it: its answer must name every content the
+# evidence is sure of. fresh13's blind check: "Who or what is heard?" answered "Speech from one or more voices
+# throughout." with music playing throughout (the short caption names the main content only).
+_WHOLE = re.compile(
+    r"^\s*(?:who or what|what)\s+(?:can\s+be\s+|could\s+be\s+|is\s+|are\s+)?(?:heard|audible)\b|"
+    r"^\s*what\s+(?:does|do)\s+(?:this|the)\s+(?:recording|clip|audio)\s+contain\b",
+    re.I,
+)
+# the claim types that name a content without its presence word ("A dog barks" names sound events)
+_NAMES_CONTENT = {
+    "speech": {"quote", "gender", "speakers", "age", "emotion", "language", "accent", "pitch"},
+    "music": {"instrument", "genre", "tempo", "key"},
+    "sound_events": {"event"},
+}
+_PRESENCE = {"speech": "speech", "music": "music", "sound_events": "sound"}
+
+
+def left_out(question: str, answer: str, ev: ClipEvidence) -> list[str]:
+    """The contents (speech, music, sound_events) the evidence is sure are present that `answer` does not name,
+    where `question` asks for everything heard; [] for any other question."""
+    if not _WHOLE.match(question):
+        return []
+    claims = extract(answer)
+    named = {c.value for c in claims if c.type == "presence"}
+    types = {c.type for c in claims}
+    return [
+        content
+        for content, presence in _PRESENCE.items()
+        if ev.present(content) and presence not in named and not types & _NAMES_CONTENT[content]
+    ]
+
+
 # A yes/no question ("Is there any music?", "Does anyone speak?") or a degree question ("How loud is it?") asks
 # whether content is there or how much of it: those claim types are asked, not asserted. Other claims of a
 # question still presuppose ("Is the guitar out of tune?" presupposes a guitar).

@@ -47,8 +47,11 @@ NOT_NAMES = {"I", "Audio", "Music", "Speech", "Sound", "English"}
 _NEGATOR, _SCOPE_END = re.compile(claim_vocab.NEGATORS), re.compile(claim_vocab.SCOPE_END)
 _VERB, _OPENER = re.compile(claim_vocab.SCOPE_VERBS), re.compile(claim_vocab.CLAUSE_OPENERS)
 _JOIN = re.compile(r"\s*,\s*(?:(?:and/or|or|nor|and)\s+)?|\s+(?:and/or|or|nor|and)\s+|\s*/\s*")
+# "music is absent", and "music-free" / "speech free" (not "music free of noise", which says music is there; fresh13's
+# blind check: "A music-free, sound event…" over music was read as music present)
 _ABSENT_AFTER = re.compile(
     r"^\s*(?:is|are|was|were)?\s*(?:absent|missing|not (?:present|audible|heard)|inaudible|can(?:not|'t) be heard)\b"
+    r"|^(?:-|\s)free\b(?!\s+(?:of|from)\b)"
 )
 # Properties of a denied thing ("no loud music") deny nothing themselves; alone they do ("it is not loud").
 ATTRIBUTES = {"loudness", "tempo", "mood", "emotion", "gender", "age", "bandwidth", "key", "language"}

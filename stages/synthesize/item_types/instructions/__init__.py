@@ -29,7 +29,7 @@ def _write(ev: ClipEvidence, s: Synth, premises: Any = ()) -> Outcome:
 
 
 def _audit(item: InstructionTriple, ev: ClipEvidence, thr: float):
-    return audit_fields("instructions", item, ev, thr, instruction_fields(item), instruction_precheck(item))
+    return audit_fields("instructions", item, ev, thr, instruction_fields(item), instruction_precheck(item, ev))
 
 
 def _max_requests(cfg: SynthesizeSection) -> int:

@@ -24,7 +24,7 @@ LIST_ITEM_CHARS, SLOT_CHARS = 60, 80  # the reply schema's limits (replies._List
 def _text_answers(ev: ClipEvidence, s: Synth, facts: dict[str, Any], variant: int) -> list[str]:
     """Candidate sentence answers, shortest kinds first: the short captions, the long ones, a short caption
     followed by the environment caption and a long one by the clip's absence sentences (for a word-count rule),
-    and each content caption."""
+    the content captions together, and each content caption."""
     if facts["silent"]:
         silence = s.phrases("absent")["silence"]
         shorts, longs = list(silence["short"]), list(silence["long"])
@@ -37,7 +37,11 @@ def _text_answers(ev: ClipEvidence, s: Synth, facts: dict[str, Any], variant: in
     extended = [f"{t} {env}" for t in rotate(shorts)] if env and not facts["silent"] else []
     extended += [f"{t} {absences}" for t in rotate(longs or shorts)] if absences else []
     parts = [facts[k] for k in ("speech", "music", "sound", "environment") if facts[k]]
-    return [*rotate(shorts), *rotate(longs), *extended, *parts]
+    # every content's caption in one answer, without the recording's words: what a question for everything heard
+    # needs where the short captions name the main content only and a rule forbids a word of the long ones
+    contents = [facts[k] for k in ("speech", "music", "sound") if facts[k]]
+    together = [" ".join(contents)] if len(contents) > 1 else []
+    return [*rotate(shorts), *rotate(longs), *extended, *together, *parts]
 
 
 def _list_items(facts: dict[str, Any]) -> list[str]:
@@ -62,6 +66,9 @@ def rule_instructions(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
         form = plan["form"] if plan["form"] in ("list", "json") else "text"
         fair = [q for q in questions[form] if _fair(s, ev, q)]
         question = rng.choice(fair) if fair else questions[form][0]
+        # the drawn question first, then the form's others: an answer that names only the main content answers
+        # "What is mainly heard…?", not "What is heard…?" (filter.claims.left_out)
+        ordered = [question, *(q for q in fair if q != question)]
         if form == "list":
             items = _list_items(facts)
             replies = [{"items": items[:3]}] if len(items) >= 3 else []
@@ -75,7 +82,7 @@ def rule_instructions(ev: ClipEvidence, s: Synth, n: int = 3) -> Outcome:
         else:
             replies = [{"answer": t} for t in _text_answers(ev, s, facts, variant)]
         row = None
-        for content in replies:
+        for question, content in ((q, c) for q in ordered for c in replies):
             try:
                 reply = InstructionReply(reasoning="rule", question=question, confidence=1.0, **content)
                 made = triple(ev, lineage, i, plan, reply, expected_answer(reply, plan), 1.0)

@@ -10,7 +10,7 @@ from earmark.core.config import SynthesizeSection
 from earmark.schemas.evidence import ClipEvidence
 from earmark.schemas.records import QAPair
 from earmark.stages.base import ItemType
-from earmark.stages.filter.audit import Audited, audit_fields
+from earmark.stages.filter.audit import Audited, audit_fields, whole_answer
 from earmark.stages.filter.qc import check_answer_not_question, check_confidence, check_unfilled
 from earmark.stages.synthesize.common import Outcome, Synth
 from earmark.stages.synthesize.item_types.qa import rules as rule_qa
@@ -43,7 +43,7 @@ def _planned_requests(ev: ClipEvidence, s: Synth, premises: Sequence[Any] = ()) 
 
 
 def _audit(item: Any, ev: ClipEvidence, thr: float) -> Audited:
-    return audit_fields("qa", item, ev, thr, _fields(item))
+    return audit_fields("qa", item, ev, thr, _fields(item), whole_answer(item.question, item.answer, ev))
 
 
 def _budget_group(item: Any) -> tuple[int, str]:
