@@ -34,8 +34,9 @@ from earmark.stages.filter.wording import WORDING_CHECKS
 # people speak" is no speaker count; 16: a coarse descriptor ("tonal") supports no event class ("beeps"); 17: non-speech
 # vocal sounds ("sighing") are named sources; 18: "no recorded sounds" denies sound events, "symphony" is a genre,
 # "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing; 20: cut-off words,
-# visual claims and persons the transcript does not say (stages/filter/wording.py)
-STAGE_VERSION = "20"
+# visual claims and persons the transcript does not say (stages/filter/wording.py); 21: "music-free" denies music, and
+# an answer to a question for everything heard names every content the evidence is sure of
+STAGE_VERSION = "21"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

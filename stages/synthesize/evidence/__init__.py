@@ -69,8 +69,8 @@ from earmark.stages.synthesize.evidence.speech import (
 # two pitch groups under one cluster state no count, nor does an unpitched clustering beside sound events; 23: a run
 # of sure words inside a phrase with an unsure word is a quote of its own (`speech.pieces`); 24: such runs of 4 words
 # or more, and a whole sure phrase at the measured 0.91; 25: a word Whisper begins with a hyphen ("lip -ridge") is
-# no word
-EVIDENCE_VERSION = "25"
+# no word; 26: a named-event class measured on fewer than 3 DEV packages states its nearest trusted ancestor
+EVIDENCE_VERSION = "26"
 
 
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
