@@ -235,6 +235,15 @@ def test_speech_over_music_heard_as_one_unbroken_segment_is_not_stated():
         .value
         == "present"
     )
+    # fresh14: Whisper's only "word" on a music-only clip the domain probe heard speech in was its mark for music
+    for mark in ("🎵Music🎵", "[Music]", "♪ ♪", "Music."):
+        marked = asr([Word(word=mark, start_s=0.3, end_s=2.0, prob=0.06)])
+        got = build_evidence(clip, {"domain": _domain("v", "SM0"), "vad": vad(paused), "asr": marked})
+        assert got.get("content.speech").value == "uncertain", mark
+    talk = asr(
+        [Word(word=w, start_s=0.3 + i, end_s=0.8 + i, prob=0.9) for i, w in enumerate(["the", "music", "stops"])]
+    )
+    assert build_evidence(clip, {"domain": _domain("v", "SM0"), "vad": vad(paused), "asr": talk}).present("speech")
 
 
 def test_a_diarized_speakers_gender_follows_the_same_pitch_rule():

@@ -54,6 +54,7 @@ from earmark.stages.synthesize.evidence.speech import (
     _speakers,
     _transcript,
     calibrated_gender,
+    music_marker,
     not_words,
     phrases,
     speaker_count,
@@ -69,8 +70,9 @@ from earmark.stages.synthesize.evidence.speech import (
 # two pitch groups under one cluster state no count, nor does an unpitched clustering beside sound events; 23: a run
 # of sure words inside a phrase with an unsure word is a quote of its own (`speech.pieces`); 24: such runs of 4 words
 # or more, and a whole sure phrase at the measured 0.91; 25: a word Whisper begins with a hyphen ("lip -ridge") is
-# no word; 26: a named-event class measured on fewer than 3 DEV packages states its nearest trusted ancestor
-EVIDENCE_VERSION = "26"
+# no word; 26: a named-event class measured on fewer than 3 DEV packages states its nearest trusted ancestor; 27: speech
+# over music whose transcript is only Whisper's music mark ("🎵Music🎵") is not stated
+EVIDENCE_VERSION = "27"
 
 
 # Speech over music that the VAD hears as one unbroken segment over >= UNBROKEN_VOICE of the clip is a sung or
@@ -79,7 +81,8 @@ EVIDENCE_VERSION = "26"
 # Whisper "transcribed" at a mean word probability of 0.24-0.68), and every clip with a real voice paused (VAD
 # ratio <= 0.86, 3-4 segments). Nor is speech over music in which Whisper wrote not one word although the VAD
 # gave it speech: the three such clips of five builds (fresh2, 2026-11-27) had no voice; no real voice of the 240
-# clips got an empty transcript. Speech is then "uncertain": no item states or denies it.
+# clips got an empty transcript; nor where its transcript is only Whisper's mark for music ("🎵Music🎵": fresh14's one
+# such clip had no voice). Speech is then "uncertain": no item states or denies it.
 UNBROKEN_VOICE, SUNG_CONFIDENCE = 0.95, 0.5
 
 
@@ -149,7 +152,12 @@ def build_evidence(
     calibrated = {nv.name: nv.value for nv in dom.features if nv.name.startswith("calibrated_")}
     vad, asr = records.get("vad"), records.get("asr")
     unbroken = vad is not None and len(vad.segments) == 1 and vad.speech_ratio >= UNBROKEN_VOICE
-    wordless = asr is not None and asr.skipped_reason is None and asr.vad_speech_s > 0 and not asr.words
+    wordless = (
+        asr is not None
+        and asr.skipped_reason is None
+        and asr.vad_speech_s > 0
+        and (not asr.words or music_marker(asr.text))
+    )
     voice_like = unbroken or wordless
     code = dom.domain
     for content, prob, idx, head in (

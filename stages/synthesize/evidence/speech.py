@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from earmark.core.text import normalise
+from earmark.experts.asr_check import BRACKETED
 from earmark.schemas.records import LabelProb
 from earmark.stages.facts.claim_vocab import EDGE_WORDS
 from earmark.stages.synthesize.evidence.facts import MAX_LIST, Facts, rounded
@@ -337,3 +339,11 @@ def _speakers(f: Facts, dia: Any, spk: Any) -> None:
             f.labels(spk, f"speaker.{attr}", labels, subject=name)
         if not voices:
             f.add(spk, "speaker.pitch_median_hz", rounded(p.pitch_median_hz, 1), subject=name)
+
+
+def music_marker(text: str) -> bool:
+    """Whether a transcript is only Whisper's mark for music ("🎵Music🎵", "[Music]", "♪ ♪", "Music."): Whisper's
+    way of saying it heard music and no words (fresh14: "🎵Music🎵" on a music-only clip the domain probe heard
+    speech in)."""
+    marked = text.replace("🎵", "♪").replace("🎶", "♪")
+    return normalise(BRACKETED.sub(" ", marked)) in ("", "music")
