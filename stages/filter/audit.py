@@ -135,12 +135,12 @@ def instruction_fields(item: Any) -> list[tuple[str, str, dict]]:
     ]
 
 
-def instruction_precheck(item: Any, ev: ClipEvidence | None = None) -> str | None:
+def instruction_precheck(item: Any, ev: ClipEvidence) -> str | None:
     """Why an instruction triple fails before its claims are read: its question does not ask about the audio, or
-    (with the clip's evidence) it asks for everything heard and its answer leaves a present content out."""
+    it asks for everything heard and its answer leaves a content the evidence is sure of out."""
     if not about_audio(item.instruction):
         return "instruction: the question does not ask about the audio"
-    return None if ev is None else whole_answer(_question(item.instruction), _unwrapped(_answer_words(item.answer)), ev)
+    return whole_answer(_question(item.instruction), _unwrapped(_answer_words(item.answer)), ev)
 
 
 def whole_answer(question: str, answer: str, ev: ClipEvidence) -> str | None:
