@@ -771,13 +771,35 @@ def test_sound_captions_name_the_events_and_pass_the_audit():
     texts = [c.text for c in rule_captions(DOG, "sound", Synth(None, SynthesizeSection(content_captions="rule")))]
     assert texts == [
         "A dog barks, then footsteps are heard.",
-        "A dog at about 2 s, footsteps at 6 s.",
+        "A dog between 2 and 4 s, footsteps between 6 and 8 s.",
         "A dog and footsteps.",
     ]
     for t in texts:
         assert claim_verdict(audit(t, DOG))[0], t
     notes = render(DOG, "sound", load_phrases("evidence"))
-    assert "- a dog at about 2 s" in notes and "- footsteps at about 6 s" in notes and "rain" not in notes
+    assert "- a dog between 2 and 4 s" in notes and "- footsteps between 6 and 8 s" in notes and "rain" not in notes
+
+
+def test_a_named_event_is_placed_in_its_window_not_at_the_windows_start():
+    """fresh15's blind check: "An aircraft at about 2 s" of an aircraft heard at 3.2-5.7 s, found in the window
+    2-4 s (a gunshot was at 1.3-2.7 s). The rule writer names the window ("between 2 and 4 s"), and the audit reads
+    a stretch as a claim that some span of the event overlaps it."""
+    from earmark.stages.synthesize.common import Synth
+    from earmark.stages.synthesize.item_types.qa.rules import qa_facts
+
+    got = _verdicts("An aircraft between 2 and 4 s.", evidence_of("a", "00A", {"2-4@sound.event": {"Aircraft": 0.96}}))
+    assert got[("moment", "2-4@Aircraft")] == "supported"
+    assert _verdicts("A dog barks between 5 and 8 seconds.", DOG)[("moment", "5-8@Dog")] == "contradicted"
+    assert _verdicts("A dog barks from 3 s to 6 s.", DOG)[("moment", "3-6@Dog")] == "supported"
+    assert _verdicts("A dog barks between 0 and 1 s.", DOG)[("moment", "0-1@Dog")] == "contradicted"
+    assert [(c.type, c.value) for c in extract("Rain between 2 and 4 s.") if c.type in ("moment", "number")] == [
+        ("moment", "2-4@Rain")
+    ]
+    assert [(c.type, c.value) for c in extract("A sound from 2 to 4.5 seconds.") if c.type in ("moment", "number")] == [
+        ("moment", "2-4.5")
+    ]
+    facts = qa_facts(DOG, Synth(None, SynthesizeSection(content_captions="rule")), 0)
+    assert facts["event"]["between"] == "2 and 4"
 
 
 def test_a_paper_taggers_audioset_labels_become_named_events():

@@ -275,3 +275,19 @@ def test_music_tags_become_questions_and_answers():
     assert any("piano" in p.answer.lower() or "jazz" in p.answer.lower() for p in pairs), [p.answer for p in pairs]
     qc, _ = audit_items({"qa": pairs}, {ev.clip_id: ev}, 0.6, ITEM_TYPES)
     assert all(r.keep for r in qc), [(r.item_id, r.reason) for r in qc if not r.keep]
+
+
+def test_what_the_sound_events_are_like_is_asked_only_where_one_is_named():
+    """fresh15's blind check: "Which other sounds are heard?" answered "One or more distinct sound events" beside a
+    bird no class named. A question about which sounds are heard, or what they are like, is asked only where an
+    event is named; without one, the rule writer asks whether sound events are heard."""
+    like = ("sound events like", "other sounds in the clip sound", "which other sounds", "what sound source")
+    unnamed, named = [], []
+    for i in range(40):
+        cid = f"{i:020d}"
+        unnamed += rule_qa(_ev("S0A", clip_id=cid), S).rows
+        ev = evidence_of(cid, "00A", {"2-4@sound.event": {"Dog": 0.93}, "levels.lufs": -24.0}, duration_s=10.0)
+        named += rule_qa(ev, S).rows
+    assert not [r.question for r in unnamed if any(w in r.question.lower() for w in like)]
+    asked = [r for r in named if any(w in r.question.lower() for w in like)]
+    assert asked and all("dog" in r.answer.lower() for r in asked), [(r.question, r.answer) for r in asked]

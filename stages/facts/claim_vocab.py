@@ -386,6 +386,12 @@ ORDER_AFTER = r"after"
 # A moment in the clip: "at about 2 s", "at 3.5 seconds" (judged against the time spans of the facts; with the
 # event claimed just before it, against that event's spans).
 MOMENT = r"(?:at|around|about|after|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"
+# A stretch of the clip: "between 2 and 4 s", "from 2 s to 4 seconds" (read before MOMENT; its value "2-4": heard
+# somewhere inside it). Events are found per 2 s window, so the rule writer names the window, not its start.
+SPAN = (
+    r"(?:between|from) (?:about |around |roughly )?(\d{1,3}(?:\.\d)?)(?: ?(?:s|sec|secs|seconds?))? (?:and|to) "
+    r"(\d{1,3}(?:\.\d)?) ?(?:s|sec|secs|seconds?)\b"
+)
 
 # What only a picture shows: video resolution and quality, colours, what is seen or on screen. No audio supports
 # such a claim, so QC's `visual_claim` rejects an item that makes one, unless the transcript says those very words

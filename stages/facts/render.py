@@ -8,6 +8,7 @@ kept: the confident transcript's words, when in the clip speech, music and event
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -90,8 +91,16 @@ class Heard:
 
     @property
     def at(self) -> int:
-        """The first span's start, in whole seconds (what "at about N s" says; the audit allows a window)."""
+        """The first span's start, in whole seconds (the order of events and "the first sound event")."""
         return int(round(self.spans[0][0]))
+
+    @property
+    def between(self) -> str:
+        """The first span in whole seconds, "2 and 4": what "between 2 and 4 s" says. Events are found per 2 s
+        window, so a moment is no finer than its window: fresh15's blind check found "an aircraft at about 2 s"
+        (the window's start) of one heard at 3.2-5.7 s, with a gunshot at 2 s."""
+        a, b = self.spans[0]
+        return f"{math.floor(a + 1e-6)} and {math.ceil(b - 1e-6)}"
 
     def when(self, p: Phrases, v: View) -> str | None:
         return when_phrase(p, list(self.spans), v.ev.duration_s, whole="most")
@@ -398,7 +407,7 @@ def _sound_lines(p: Phrases, v: View) -> list[str]:
         lines.append(s["heard"].format(when=p["when"][region]))
     named = [e for e in heard_events(v) if e.cls in p["events"]]
     for e in named:
-        at = s["at"].format(t=e.at) if len(e.spans) == 1 and e.spans[0][1] - e.spans[0][0] <= 4 else None
+        at = s["between"].format(span=e.between) if len(e.spans) == 1 and e.spans[0][1] - e.spans[0][0] <= 4 else None
         lines.append(s["event"].format(noun=p["events"][e.cls]["noun"], when=at or e.when(p, v) or "").rstrip())
     if named:  # the tagger's own labels are the classes just named
         return lines

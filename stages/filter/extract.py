@@ -120,6 +120,7 @@ _AFTER_EVENTS: list[tuple[re.Pattern[str], str, str]] = [
     (_words(claim_vocab.TIMES), "time", ""),
     *[(_words(rx), t, v) for rx, t, v in claim_vocab.PRESENCE[1:]],
     (_words(claim_vocab.BEAT), "beat", "beat"),
+    (re.compile(claim_vocab.SPAN), "moment", "span"),
     (re.compile(claim_vocab.MOMENT), "moment", ""),
     (re.compile(claim_vocab.NUMBER), "number", ""),
 ]
@@ -234,6 +235,8 @@ def extract(text: str, classes: Mapping[str, EventClass] | None = None) -> list[
                 continue
             if t in ("tempo", "moment") and value in ("bpm", ""):
                 v = m.group(1)
+            elif t == "moment" and value == "span":
+                v = f"{m.group(1)}-{m.group(2)}"
             elif t == "count":
                 n = next(claim_vocab.COUNT_WORDS[w] for w in m.group(0).split() if w in claim_vocab.COUNT_WORDS)
                 v = f"{n} {value}"

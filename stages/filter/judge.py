@@ -265,16 +265,22 @@ MOMENT_TOLERANCE_S = 1.0  # events are found per 2 s window: "at about 2 s" hold
 
 
 def _moment(e: View, v: str) -> Judgement:
-    """A moment ("at about 2 s"): inside the span of the event claimed just before it, else of any timed fact."""
+    """A moment ("at about 2 s", value "2"): inside the span of the event claimed just before it, else of any timed
+    fact; a stretch ("between 2 and 4 s", value "2-4"): such a span overlaps it."""
     value, _, about = v.partition("@")
-    t, cls = float(value), about or None
+    lo, _, hi = value.partition("-")
+    t, cls = float(lo), about or None
+    end = float(hi) if hi else None
     spans = [(a, b) for _, a, b in event_spans(e.ev, e.thr, cls)]
     if cls is None:
         for f in (*e.ev.all("speech.segment"), *e.ev.all("speech.quote")):
             if f.subject and (f.confidence is None or f.confidence >= e.thr):
                 a, _, b = f.subject.partition("-")
                 spans.append((float(a), float(b)))
-    near = [(a, b) for a, b in spans if a - MOMENT_TOLERANCE_S <= t <= b + MOMENT_TOLERANCE_S]
+    if end is None:
+        near = [(a, b) for a, b in spans if a - MOMENT_TOLERANCE_S <= t <= b + MOMENT_TOLERANCE_S]
+    else:
+        near = [(a, b) for a, b in spans if a < end and b > t]
     what = f"'{cls}'" if cls else "anything timed"
     if near:
         return _j(SUPPORTED, f"{cls or 'span'}@{near[0][0]:g}-{near[0][1]:g}")

@@ -35,8 +35,9 @@ from earmark.stages.filter.wording import WORDING_CHECKS
 # vocal sounds ("sighing") are named sources; 18: "no recorded sounds" denies sound events, "symphony" is a genre,
 # "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing; 20: cut-off words,
 # visual claims and persons the transcript does not say (stages/filter/wording.py); 21: "music-free" denies music, and
-# an answer to a question for everything heard names every content the evidence is sure of
-STAGE_VERSION = "21"
+# an answer to a question for everything heard names every content the evidence is sure of; 22: "between 2 and 4 s"
+# is a stretch of the clip some span of the event must overlap
+STAGE_VERSION = "22"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
 Embedder = Callable[[Sequence[str]], np.ndarray]  # texts → L2-normalised rows

@@ -36,8 +36,9 @@ from earmark.stages.synthesize.replies import Hypotheses, JointQA, instruction_r
 # pauses and from windows that say where, not how long; non-speech vocal sounds are named sources; 14: "at several
 # moments" confirmed by the tagger's windows, a voice's timing only with a confirmed count, music timing only
 # "throughout"; 15: no coarse DSP descriptor and no timing from all-lit sound windows; 16: a rule-written answer to a
-# question for everything heard names every sure content)
-STAGE_VERSION = "16"
+# question for everything heard names every sure content; 17: a named event's time is its window ("between 2 and
+# 4 s"), and "What are the sound events like?" is asked only where an event is named)
+STAGE_VERSION = "17"
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request
 JOINT_FILES = (*joint.PROMPTS, "absent", "content_captions")

@@ -145,7 +145,16 @@ def _events(v: View, when: Any) -> list[dict[str, Any]]:
     heard = [e for e in heard_events(v) if e.cls in when["events"]]
     for i, e in enumerate(heard):
         then = i > 0 and order(list(heard[i - 1].spans), list(e.spans)) == "before"
-        out.append({**when["events"][e.cls], "when": e.when(when, v), "at": e.at, "cls": e.cls, "then": then})
+        out.append(
+            {
+                **when["events"][e.cls],
+                "when": e.when(when, v),
+                "at": e.at,
+                "between": e.between,
+                "cls": e.cls,
+                "then": then,
+            }
+        )
     return out
 
 
