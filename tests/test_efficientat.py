@@ -105,3 +105,20 @@ def test_a_man_and_a_woman_by_pitch_and_listener_are_two_speakers_even_beside_so
     # an engine and a reader: the second pitch group is no agreed voice, so no count beside sound events
     assert speaker_count(2, [], voices, events=True, genders=["male", None]) == (2, UNCHECKED_CONFIDENCE)
     assert speaker_count(2, [], voices, events=True, genders=["male", "male"]) == (2, UNCHECKED_CONFIDENCE)
+
+
+def test_the_window_scores_of_the_events_experiment_are_mn04s_own() -> None:
+    """training/mn04_windows.py (the measurement of mn04 as an event tagger, calibrate_mn04.py) scores the evidence's
+    2 s windows in one batch: each row is the sigmoid of mn04's logits of that window alone, upsampled to 32 kHz."""
+    import sys
+
+    from scipy.signal import resample_poly
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "training"))
+    from mn04_windows import window_probs
+
+    x = (0.1 * np.random.default_rng(3).standard_normal(16000 * 5)).astype(np.float32)
+    got = window_probs(x).astype(np.float32)
+    assert got.shape == (3, 527)  # 0-2, 2-4 and the last 2 s (the clip's tail is over 0.1 s)
+    z = Mn04().logits(resample_poly(x[32000:64000], 2, 1).astype(np.float32))
+    assert np.abs(got[1] - 1 / (1 + np.exp(-z))).max() < 1e-3
