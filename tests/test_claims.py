@@ -846,6 +846,16 @@ def test_a_non_speech_vocal_sound_is_a_named_source_no_expert_confirms():
     assert not any(t == "event" for t, _ in _verdicts("A woman speaks, out of sight.", ev))
 
 
+def test_no_sounds_claims_silence():
+    """fresh15 kept "A sound clip featuring an empty microphone and no sounds or music." of a clip with rain and a
+    saw: "no sounds" (unlike "no sound effects") was read as nothing, so only the music's absence was judged."""
+    ev = evidence_of("0123456789abcdef0123", "00A", {}, duration_s=10.0)
+    got = _verdicts("A sound clip featuring an empty microphone and no sounds or music.", ev)
+    assert got[("silence", "silent")] == "contradicted" and got[("absence", "music")] == "supported"
+    assert ("silence", "silent") in {(c.type, c.value) for c in extract("It was recorded without any sound.")}
+    assert ("silence", "silent") not in {(c.type, c.value) for c in extract("A man speaks, with no sounds of traffic.")}
+
+
 def test_no_recorded_sounds_denies_the_sound_events():
     """A fresh build's kept long caption said "there are no recorded sounds" of a clip with an alarm."""
     ev = evidence_of("0123456789abcdef0123", "S0A", {"speech.seconds": 3.0}, duration_s=10.0)

@@ -76,6 +76,22 @@ def test_cut_off_words_are_rejected_real_words_kept():
     assert {c.item_id for c in true} | {"c:if:1"} <= kept
 
 
+def test_a_lone_letter_that_ends_a_sentence_is_cut_off_a_note_is_not():
+    """fresh13 kept "The farm animal is described as a small non-sound event. The sound events are d." A lone letter
+    was never read as a word; now one that ends a sentence is cut off, unless a note ("in the key of c", "e and g")."""
+    planted = [
+        _cap("long", "The farm animal is a small event. The sound events are d.", i=0),
+        _ins('{"main_sound": "A", "recording": "LOUD"}'),
+    ]
+    true = [
+        _cap("long", "A slow piano melody with soft chords in the key of c.", i=1),
+        _cap("long", "A flute plays two long notes over the strings, e and g.", i=2),
+    ]
+    kept, why = _verdicts({"captions": [planted[0], *true], "instructions": [planted[1]]}, "")
+    assert why[("c:long:0", "cut_word")] == "text: 'd' is no word (a lone letter: cut off)"
+    assert "c:if:0" not in kept and {c.item_id for c in true} <= kept
+
+
 def test_claims_only_a_picture_supports_are_rejected():
     said = "Look, the car is red and this video is in 4K."
     planted = [

@@ -42,8 +42,9 @@ NUMBER_WORDS = {
 # (pattern, claim type, value). Absence is read separately (a presence word in a NEGATORS scope).
 PRESENCE: list[tuple[str, str, str]] = [
     (
-        r"silen(?:ce|t)|nothing (?:is )?(?:audible|heard)|no (?:audible )?(?:sound(?! (?:events?|effects?))|content)|"
-        r"empty (?:recording|clip)|(?:near|almost)[- ]silen\w*|no discernible audio",
+        r"silen(?:ce|t)|nothing (?:is )?(?:audible|heard)|"
+        r"(?:no|without any) (?:audible )?(?:sounds?(?! (?:events?|effects?|of)\b)|content)|"
+        r"empty (?:recording|clip|microphone)|(?:near|almost)[- ]silen\w*|no discernible audio",
         "silence",
         "silent",
     ),

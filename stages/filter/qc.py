@@ -36,7 +36,8 @@ from earmark.stages.filter.wording import WORDING_CHECKS
 # "joy" a mood; 19: the coarse DSP descriptors (impulsive / tonal / noise-like) confirm nothing; 20: cut-off words,
 # visual claims and persons the transcript does not say (stages/filter/wording.py); 21: "music-free" denies music, and
 # an answer to a question for everything heard names every content the evidence is sure of; 22: "between 2 and 4 s"
-# is a stretch of the clip some span of the event must overlap
+# is a stretch of the clip some span of the event must overlap, "no sounds" claims silence, a lone letter ending a
+# sentence is cut off
 STAGE_VERSION = "22"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple

@@ -30,6 +30,7 @@ WordingCheck = Callable[[Sequence[str], Any, str], Verdict]  # (the item's text 
 # a reply cut by its token limit stops, and where a truncated word meets the next sentence ("…sounding lik.").
 _END_WORD = re.compile(r"(?<![\w'’-])([^\W\d_]+)(?=[\"'”’)\]}]*(?:[.,;:!?…]|[ \t]*$))", re.M)
 _AFTER_NUMBER = re.compile(r"\d[ \t]*$")  # "120 bpm." is a unit, not a word
+_NOTE_BEFORE = re.compile(r"\b(?:key|note|chord|in|of|on|and|or|to)[ \t]*$", re.I)  # "in the key of c.", "a and e."
 # Inflections read back to a word of the list ("whirrs" → whirr) and British spellings to the American ones the
 # list holds ("colours" → colors, "recognised" → recognized, "centre" → center).
 _SUFFIXES = (("ies", "y"), ("es", ""), ("s", ""), ("ed", ""), ("ed", "e"), ("ing", ""), ("ing", "e"), ("ly", ""))
@@ -128,9 +129,15 @@ def check_cut_word(texts: Sequence[str], item: Any, transcript: str) -> Verdict:
         shouting = not any(c.islower() for c in text)
         for m in _END_WORD.finditer(text):
             word = m.group(1)
-            if len(word) < 2 or not (word.islower() or (shouting and word.isupper())):
+            if not (word.islower() or (shouting and word.isupper())):
                 continue
-            if _AFTER_NUMBER.search(text, 0, m.start()) or _is_word(word, heard):
+            if _AFTER_NUMBER.search(text, 0, m.start()):
+                continue
+            if len(word) < 2:  # a lone letter ends nothing ("The sound events are d."), but a note does ("key of c")
+                if _NOTE_BEFORE.search(text, 0, m.start()):
+                    continue
+                return False, f"{name}: {word!r} is no word (a lone letter: cut off)", None
+            if _is_word(word, heard):
                 continue
             return False, f"{name}: {word!r} is no word (cut off or misspelt; not in the transcript either)", None
     return True, None, None
