@@ -293,3 +293,24 @@ def test_a_diarized_speakers_gender_follows_the_same_pitch_rule():
 
     assert gender_of("female", 532.0) == {"female": 0.5, "male": 0.5}
     assert gender_of("male", 120.0)["male"] == 0.95
+
+
+def test_no_sound_events_is_not_stated_beside_music():
+    """fresh16's blind check: "No separate sound events." of a clip with thunder at 1.9-5.9 s under music. On the
+    untuned builds fresh13-16 the domain tagger's sure absence of sound beside music was right 4 of 5 times, against
+    28 of 28 on silent clips and beside speech alone: beside music it is not stated (the fact stays below the items'
+    bar, so the music's texture and a speaker count are still gated by it), elsewhere it is."""
+    from types import SimpleNamespace
+
+    from earmark.core.config import SynthesizeSection
+    from earmark.stages.facts.render import View
+    from earmark.stages.synthesize.common import Synth
+    from earmark.stages.synthesize.evidence import build_evidence
+    from earmark.stages.synthesize.item_types.captions.write import absent_rows
+
+    clip, s = SimpleNamespace(clip_id="v", duration_s=10.0), Synth(None, SynthesizeSection())
+    for code, want in (("0M0", None), ("SM0", None), ("S00", "absent"), ("0MA", "present")):
+        ev = build_evidence(clip, {"domain": _domain("v", code)})
+        assert View(ev, s.min_confidence).content("sound_events") == want, code
+        assert bool(absent_rows(ev, "sound", s)) == (want == "absent"), code
+        assert ev.get("content.sound_events").value == ("absent" if want is None else want)  # still gates texture

@@ -3,6 +3,8 @@ passes the claim audit and its own format rule, answers its question from the fa
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from earmark.core.config import SynthesizeSection, load_config
@@ -291,3 +293,16 @@ def test_what_the_sound_events_are_like_is_asked_only_where_one_is_named():
     assert not [r.question for r in unnamed if any(w in r.question.lower() for w in like)]
     asked = [r for r in named if any(w in r.question.lower() for w in like)]
     assert asked and all("dog" in r.answer.lower() for r in asked), [(r.question, r.answer) for r in asked]
+
+
+def test_who_is_speaking_is_asked_only_where_the_voice_is_known():
+    """fresh16's blind check: "Who is speaking in this clip?" answered 'One or more voices saying "…"', which names
+    no one. The question is asked only where the speaker's gender is known; otherwise the pair asks whether anyone
+    speaks (or another question)."""
+    unknown = {"S1@speaker.gender": {"male": 0.5, "female": 0.5}, "speech.seconds": 5.0, "speakers.count": 1}
+    ids = [hashlib.sha1(str(i).encode()).hexdigest()[:20] for i in range(40)]  # plans vary with the clip id
+    asked = [r for cid in ids for r in rule_qa(evidence_of(cid, "S00", unknown, duration_s=8.0), S).rows]
+    assert [r for r in asked if r.category == "direct_perception"]
+    assert not [r for r in asked if r.question.lower().startswith("who")], [r.question for r in asked]
+    known = [r for cid in ids for r in rule_qa(_ev("S00", clip_id=cid), S).rows]
+    assert any(r.question.startswith("Who") and "male" in r.answer.lower() for r in known)

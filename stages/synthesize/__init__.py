@@ -37,7 +37,8 @@ from earmark.stages.synthesize.replies import Hypotheses, JointQA, instruction_r
 # moments" confirmed by the tagger's windows, a voice's timing only with a confirmed count, music timing only
 # "throughout"; 15: no coarse DSP descriptor and no timing from all-lit sound windows; 16: a rule-written answer to a
 # question for everything heard names every sure content; 17: a named event's time is its window ("between 2 and
-# 4 s"), and "What are the sound events like?" is asked only where an event is named)
+# 4 s"), "What are the sound events like?" is asked only where an event is named, "Who is speaking?" only where the
+# voice's gender is known)
 STAGE_VERSION = "17"
 FORMS = ("list", "json", "answer")
 SHARED_FILES = ("evidence", "repair")  # rendered into every request

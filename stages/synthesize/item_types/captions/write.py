@@ -32,8 +32,8 @@ def is_absent(ev: ClipEvidence, kind: str, s: Synth) -> bool:
 
 def absent_rows(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     fact = ev.get(content_fact(kind))
-    if fact is None or fact.value != "absent":  # "uncertain": the tagger may have missed it; say nothing
-        return []
+    if fact is None or fact.value != "absent" or (fact.confidence is not None and fact.confidence < s.min_confidence):
+        return []  # "uncertain", or unsure (sound under music): the tagger may have missed it; say nothing
     confidence = fact.confidence if fact.confidence is not None else 1.0 - (fact.number or 0.0)
     return _phrase_rows(ev, kind, s.phrases("absent")["captions"][kind], confidence, "absent_rule", s)
 
