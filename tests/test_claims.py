@@ -990,6 +990,19 @@ def test_an_answer_to_what_is_heard_names_every_content_the_evidence_is_sure_of(
     assert "leaves out" not in (why["sm:i:3"] or "")  # the piano names the music
 
 
+def test_a_question_for_everything_heard_of_a_silent_clip_is_answered_with_its_silence():
+    """fresh17's blind check: "What is heard in this audio, and how does it sound?" of a silent clip answered "FULL-RANGE
+    SOUND AT A QUIET LEVEL": the recording, not what is heard. Such a question of a silent clip needs its silence."""
+    from earmark.stages.filter.audit import whole_answer
+
+    silent = evidence_of("q", "000", {}, duration_s=10.0)
+    q = "What is heard in this audio, and how does it sound?"
+    assert "leaves out the silence" in (whole_answer(q, "FULL-RANGE SOUND AT A QUIET LEVEL", silent) or "")
+    assert whole_answer(q, "The clip is silent: no speech, music or sound events.", silent) is None
+    assert whole_answer(q, "Nothing is audible, a quiet recording.", silent) is None
+    assert whole_answer("How loud is the recording?", "A quiet recording.", silent) is None
+
+
 def test_music_free_denies_the_music():
     """fresh13's blind check: "A music-free, sound event…" over music passed as a claim that music is there."""
     assert [(c.type, c.value) for c in extract("A music-free, sound event.")] == [

@@ -71,18 +71,24 @@ _PRESENCE = {"speech": "speech", "music": "music", "sound_events": "sound"}
 
 
 def left_out(question: str, answer: str, ev: ClipEvidence) -> list[str]:
-    """The contents (speech, music, sound_events) the evidence is sure are present that `answer` does not name,
-    where `question` asks for everything heard; [] for any other question."""
+    """The contents (speech, music, sound_events) the evidence is sure are present that `answer` does not name, or
+    "silence" where the clip is silent and `answer` does not say so, where `question` asks for everything heard; []
+    for any other question."""
     if not _WHOLE.match(question):
         return []
     claims = extract(answer)
     named = {c.value for c in claims if c.type == "presence"}
     types = {c.type for c in claims}
-    return [
+    out = [
         content
         for content, presence in _PRESENCE.items()
         if ev.present(content) and presence not in named and not types & _NAMES_CONTENT[content]
     ]
+    # a silent clip's answer says so: "FULL-RANGE SOUND AT A QUIET LEVEL" answered "What is heard…, and how does it
+    # sound?" of one (fresh17's blind check)
+    if ev.text("content.silent") == "silent" and not any(ev.present(c) for c in _PRESENCE) and "silence" not in types:
+        out.append("silence")
+    return out
 
 
 # A yes/no question ("Is there any music?", "Does anyone speak?") or a degree question ("How loud is it?") asks

@@ -37,7 +37,7 @@ from earmark.stages.filter.wording import WORDING_CHECKS
 # visual claims and persons the transcript does not say (stages/filter/wording.py); 21: "music-free" denies music, and
 # an answer to a question for everything heard names every content the evidence is sure of; 22: "between 2 and 4 s"
 # is a stretch of the clip some span of the event must overlap, "no sounds" claims silence, a lone letter ending a
-# sentence is cut off
+# sentence is cut off, a silent clip's answer to a question for everything heard says it is silent
 STAGE_VERSION = "22"
 Verdict = tuple[bool, str | None, float | None]
 Item = Caption | QAPair | EntailmentHypothesis | InstructionTriple
