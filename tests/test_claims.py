@@ -1001,6 +1001,17 @@ def test_a_question_for_everything_heard_of_a_silent_clip_is_answered_with_its_s
     assert whole_answer(q, "The clip is silent: no speech, music or sound events.", silent) is None
     assert whole_answer(q, "Nothing is audible, a quiet recording.", silent) is None
     assert whole_answer("How loud is the recording?", "A quiet recording.", silent) is None
+    # fresh17's clip: room tone the tagger did not call silent, with every content surely absent
+    tone = evidence_of("q", "000", {}, duration_s=10.0)
+    tone = tone.model_copy(
+        update={
+            "facts": [
+                f.model_copy(update={"value": "not silent"}) if f.type == "content.silent" else f for f in tone.facts
+            ]
+        }
+    )
+    assert "leaves out the silence" in (whole_answer(q, "FULL-RANGE SOUND AT A QUIET LEVEL.", tone) or "")
+    assert whole_answer(q, "No speech, music or sound events; a quiet recording.", tone) is None
 
 
 def test_music_free_denies_the_music():

@@ -72,8 +72,8 @@ _PRESENCE = {"speech": "speech", "music": "music", "sound_events": "sound"}
 
 def left_out(question: str, answer: str, ev: ClipEvidence) -> list[str]:
     """The contents (speech, music, sound_events) the evidence is sure are present that `answer` does not name, or
-    "silence" where the clip is silent and `answer` does not say so, where `question` asks for everything heard; []
-    for any other question."""
+    "silence" where nothing is heard (a silent clip, or every content surely absent) and `answer` neither says so nor
+    denies a content, where `question` asks for everything heard; [] for any other question."""
     if not _WHOLE.match(question):
         return []
     claims = extract(answer)
@@ -84,9 +84,10 @@ def left_out(question: str, answer: str, ev: ClipEvidence) -> list[str]:
         for content, presence in _PRESENCE.items()
         if ev.present(content) and presence not in named and not types & _NAMES_CONTENT[content]
     ]
-    # a silent clip's answer says so: "FULL-RANGE SOUND AT A QUIET LEVEL" answered "What is heard…, and how does it
-    # sound?" of one (fresh17's blind check)
-    if ev.text("content.silent") == "silent" and not any(ev.present(c) for c in _PRESENCE) and "silence" not in types:
+    # a clip with nothing in it (silent, or every content surely absent) is answered with that: "FULL-RANGE SOUND AT
+    # A QUIET LEVEL" answered "What is heard…, and how does it sound?" of room tone alone (fresh17's blind check)
+    empty = ev.text("content.silent") == "silent" or all(ev.text(f"content.{c}") == "absent" for c in _PRESENCE)
+    if empty and not any(ev.present(c) for c in _PRESENCE) and not types & {"silence", "absence"}:
         out.append("silence")
     return out
 
