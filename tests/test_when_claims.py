@@ -63,8 +63,8 @@ def test_one_turn_split_at_its_breaths_is_not_several_moments() -> None:
         **_windows("speech", range(0, 10, 2)),
     }
     ev = evidence_of("s", "S00", turn, duration_s=10.0)
-    assert _when("A man speaks at several moments.", ev) == [("several@speech", "contradicted")]
-    assert _when("A man speaks throughout the clip.", ev) == [("throughout@speech", "supported")]
+    assert _when("Someone speaks at several moments.", ev) == [("several@speech", "contradicted")]
+    assert _when("Someone speaks throughout the clip.", ev) == [("throughout@speech", "supported")]
     two = evidence_of(
         "t",
         "S00",
@@ -100,3 +100,30 @@ def test_timing_words_about_nothing_claimed_or_denied_are_not_claims() -> None:
     assert [c for c in extract("The recording is quiet throughout.") if c.type == "when"] == []
     ev = evidence_of("x", "0M0", _windows("music", [0, 2]), duration_s=10.0)  # music in two windows of five
     assert _when("Music plays throughout.", ev) == [("throughout@music", "unsupported")]  # no region is given
+
+
+def test_timing_given_to_a_named_voice_is_that_voices_only_where_the_speakers_are_sure() -> None:
+    """fresh18's blind check: "A short, male voice speaking for most of the clip" where a woman spoke for the first
+    4.6 s and the man from 5.3 to 8.9 s. The speech is heard for most of the clip; the man is not."""
+    speech = {"0.4-4.6@speech.segment": 4.2, "5.3-8.9@speech.segment": 3.6, **_windows("speech", range(0, 10, 2))}
+    unsure = evidence_of("u", "S00", {**speech, "V1@speaker.gender": {"male": 0.9}}, duration_s=10.0)
+    assert _when("A short, male voice speaking for most of the clip.", unsure) == [("most@speech#male", "unsupported")]
+    assert _when("Speech for most of the clip. A male voice.", unsure) == [("most@speech", "supported")]
+    assert _when("A male voice speaks, and music plays throughout.", unsure) == [("throughout@music", "unsupported")]
+    one = evidence_of(
+        "o", "S00", {**speech, "V1@speaker.gender": {"male": 0.9}, "speakers.count": (1.0, 0.9)}, duration_s=10.0
+    )
+    assert _when("A man speaks for most of the clip.", one) == [("most@speech#male", "supported")]
+    pair = evidence_of(
+        "p",
+        "S00",
+        {
+            **speech,
+            "V1@speaker.gender": {"female": 0.9},
+            "V2@speaker.gender": {"male": 0.9},
+            "speakers.count": (2.0, 0.9),
+        },
+        duration_s=10.0,
+    )
+    assert _when("A woman and a man speak for most of the clip.", pair) == [("most@speech", "supported")]  # a pair
+    assert _when("A man speaks for most of the clip.", pair) == [("most@speech#male", "unsupported")]

@@ -344,10 +344,17 @@ def _order_of_events(text: str, claims: list[ExtractedClaim]) -> list[ExtractedC
     return sorted(out, key=lambda c: c.start)
 
 
+# A timing phrase about speech in a sentence that names a voice's gender is about that voice: "most@speech#male"
+# (fresh18's blind check: "A short, male voice speaking for most of the clip" where a woman spoke first and the
+# man second). The judge holds it to the clip's speech only where the speakers are surely the ones named.
+VOICE_MARK = "#"
+
+
 def _when_of_claims(text: str, claims: list[ExtractedClaim]) -> list[ExtractedClaim]:
     """A timing phrase ("in the first part of the clip") is about the nearest content or named event claimed
-    before it in its sentence, else the nearest after it: its value becomes "early@music", "most@Dog". One that
-    is about nothing claimed is dropped (it states nothing the audit can check)."""
+    before it in its sentence, else the nearest after it: its value becomes "early@music", "most@Dog", and
+    "most@speech#male" where the sentence names a voice's gender (VOICE_MARK). One that is about nothing claimed
+    is dropped (it states nothing the audit can check)."""
     sentence = [0] * len(text)
     k = 0
     for i, ch in enumerate(text):
@@ -367,6 +374,9 @@ def _when_of_claims(text: str, claims: list[ExtractedClaim]) -> list[ExtractedCl
         before = [o for o in same if o.start < c.start]
         after = [o for o in same if o.start > c.start]
         about = before[-1] if before else (after[0] if after else None)
-        if about is not None:
-            out.append(ExtractedClaim("when", f"{c.value}@{about.value}", c.span, c.start))
+        if about is None:
+            continue
+        voices = sorted({o.value for o in claims if o.type == "gender" and sentence[o.start] == sentence[c.start]})
+        whose = f"{VOICE_MARK}{','.join(voices)}" if about.value == "speech" and voices else ""
+        out.append(ExtractedClaim("when", f"{c.value}@{about.value}{whose}", c.span, c.start))
     return out

@@ -31,7 +31,7 @@ from earmark.stages.facts.render import (
     sound_region,
     speech_region,
 )
-from earmark.stages.filter.extract import ExtractedClaim
+from earmark.stages.filter.extract import VOICE_MARK, ExtractedClaim
 
 SUPPORTED, UNSUPPORTED, CONTRADICTED = "supported", "unsupported", "contradicted"
 
@@ -225,6 +225,14 @@ def _count(e: View, v: str) -> Judgement:
     return _j(UNSUPPORTED, fact, f"the windows hold '{cls}' at {runs} moments; how many sounds each holds is unknown")
 
 
+def _voices_are_the_speech(view: View, voices: list[str]) -> bool:
+    """Whether the speech a timing phrase places is all of the named voices' (extract.VOICE_MARK): one speaker
+    surely counted, or a surely counted pair named as a man and a woman. Otherwise a gendered voice may be one of
+    several, and the speech's region is not its own (the rule writers give it no time then either)."""
+    n = int(view.num("speakers.count") or 0)
+    return n == 1 or (n >= 2 and len(voices) >= 2)
+
+
 THIRDS = {"start": {0}, "middle": {1}, "end": {2}, "early": {0, 1}, "late": {1, 2}}  # the clip in thirds
 WHOLE = ("throughout", "most")
 
@@ -235,7 +243,10 @@ def _when(e: View, v: str) -> Judgement:
     through the first part" of music in every window), "throughout" or "at several moments" for what is heard
     in one part or one continuous run, and disjoint parts contradict; a region no expert gives is unsupported."""
     region, _, what = v.partition("@")
+    what, _, voices = what.partition(VOICE_MARK)
     view = View(e.ev, e.thr)
+    if voices and not _voices_are_the_speech(view, voices.split(",")):
+        return _j(UNSUPPORTED, None, f"when the {voices} voice speaks is unknown: the speakers are not surely only it")
     if what in CONTENT:
         if e.content(what) != "present":
             return _j(UNSUPPORTED, None, f"{what} is not surely present, so not placed in time")
