@@ -306,3 +306,24 @@ def test_who_is_speaking_is_asked_only_where_the_voice_is_known():
     assert not [r for r in asked if r.question.lower().startswith("who")], [r.question for r in asked]
     known = [r for cid in ids for r in rule_qa(_ev("S00", clip_id=cid), S).rows]
     assert any(r.question.startswith("Who") and "male" in r.answer.lower() for r in known)
+
+
+def test_the_short_caption_names_what_else_is_heard_beside_the_main_content():
+    """fresh18 shared "A male voice speaks." among speech clips with and without music or sound effects: the
+    rule-written short caption adds what else is surely heard, in words the audit supports."""
+    from earmark.stages.synthesize.item_types.captions.rules import combined_captions
+
+    shorts = {name: [c.text for c in combined_captions(ev, "short", S)] for name, ev in CLIPS.items()}
+    assert shorts["speech_music"] and all(t.endswith(", with music.") for t in shorts["speech_music"]), shorts
+    assert shorts["speech_events"] and all(t.endswith(", with sound effects.") for t in shorts["speech_events"])
+    assert not any(", with" in t for t in shorts["speech"] + shorts["music"]), shorts
+    dog = evidence_of(
+        "e0e0e0e0000000000002", "SMA", {"2-4@sound.event": {"Dog": 0.93}, "levels.lufs": -24.0}, duration_s=10.0
+    )
+    texts = [c.text for c in combined_captions(dog, "short", S)]
+    assert texts and all(t.endswith(", with music and a dog.") for t in texts), texts
+    for name, ev in [*CLIPS.items(), ("dog", dog)]:
+        for text in shorts.get(name, texts):  # what is added keeps what the main content's caption keeps
+            main = text.split(", with ")[0] + "."
+            assert _kept(text, ev) == _kept(main, ev), (name, text)
+    assert _kept("Someone speaks, with music and a dog.", dog)

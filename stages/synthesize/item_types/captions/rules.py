@@ -176,10 +176,11 @@ def _environment(v: View, w: dict, when: Any) -> dict[str, Any] | None:
     return {band: w[band].get(word) for band, word in facts.items()} | {"subject": _subject(v, w, when)}
 
 
-def _subject(v: View, w: dict, when: Any) -> str | None:
+def _subject(v: View, w: dict, when: Any, leave_out: str | None = None) -> str | None:
     """What the recording is of, in a few words (the contents present, an event by name): the environment
-    caption says where and how something was recorded, and of what (MECAT's run 7.6 words)."""
-    present = [k for k in ("speech", "music", "sound_events") if v.content(k) == "present"]
+    caption says where and how something was recorded, and of what (MECAT's run 7.6 words). `leave_out`: a
+    content not to name (the short caption's main one)."""
+    present = [k for k in ("speech", "music", "sound_events") if v.content(k) == "present" and k != leave_out]
     events = _events(v, when)
     parts = {
         "speech": w["subject"]["speech"],
@@ -240,14 +241,20 @@ def rule_captions(ev: ClipEvidence, kind: str, s: Synth, **omit: None) -> list[C
 
 def combined_captions(ev: ClipEvidence, kind: str, s: Synth) -> list[Caption]:
     """Short or long references by rule, for when the model's fail: short = the main content's caption
-    (speech, else music, else sound events); long = every present content's caption and the recording's,
+    (speech, else music, else sound events) with what else is surely heard ("…, with music"); long = every present content's caption and the recording's,
     joined. Variant i uses each kind's i-th template, so the three stay distinct."""
     parts = {k: rule_captions(ev, k, s) for k in RULE_KINDS}
-    main = next((parts[k] for k in ("speech", "music", "sound") if parts[k]), [])
+    main_kind = next((k for k in ("speech", "music", "sound") if parts[k]), None)
+    main = parts[main_kind] if main_kind else []
+    spec = s.phrases("content_captions")
+    content = {"speech": "speech", "music": "music", "sound": "sound_events"}.get(main_kind or "")
+    others = _subject(View(ev, s.min_confidence), spec["words"], s.phrases("evidence"), leave_out=content)
     out: list[Caption] = []
     for i in range(3):
         if kind == "short":
             text = main[i].text if i < len(main) else None
+            if text and others:
+                text = spec["words"]["beside"].format(main=text.rstrip(".!?"), others=others)
         else:
             pieces = [parts[k][min(i, len(parts[k]) - 1)].text for k in RULE_KINDS if parts[k]]
             text = " ".join(pieces) if len(pieces) >= 2 else None
