@@ -94,7 +94,7 @@ def test_without_an_opinion_the_pitch_rule_stands() -> None:
     assert _said(calibrated_gender(_labels(0.9), 230.0)) is None
 
 
-def test_a_man_and_a_woman_by_pitch_and_listener_are_two_speakers_even_beside_sound_events() -> None:
+def test_a_man_and_a_woman_by_pitch_and_listener_are_two_speakers_beside_sound_events_in_doubt() -> None:
     from types import SimpleNamespace
 
     from earmark.stages.synthesize.evidence import CHECKED_CONFIDENCE, UNCHECKED_CONFIDENCE, speaker_count
@@ -105,6 +105,9 @@ def test_a_man_and_a_woman_by_pitch_and_listener_are_two_speakers_even_beside_so
     # an engine and a reader: the second pitch group is no agreed voice, so no count beside sound events
     assert speaker_count(2, [], voices, events=True, genders=["male", None]) == (2, UNCHECKED_CONFIDENCE)
     assert speaker_count(2, [], voices, events=True, genders=["male", "male"]) == (2, UNCHECKED_CONFIDENCE)
+    # sound events surely heard: a man under music, an explosion and water made a "woman" at 247 Hz (fresh19)
+    sure = speaker_count(2, [], voices, events=True, genders=["male", "female"], sure_events=True)
+    assert sure == (2, UNCHECKED_CONFIDENCE)
 
 
 def test_the_window_scores_of_the_events_experiment_are_mn04s_own() -> None:

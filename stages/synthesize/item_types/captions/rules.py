@@ -84,6 +84,7 @@ def _speech(v: View, w: dict, when: Any) -> dict[str, Any] | None:
         key = gender or "unknown"
     quote = quote_of(v)
     return {
+        "key": key,
         "who": w["who"][key],
         "voice": w["voice"][key],
         "plural": key in ("two", "many", "some", "man_woman"),  # the verb's number

@@ -55,6 +55,12 @@ def qa_facts(ev: ClipEvidence, s: Synth, variant: int) -> dict[str, Any]:
     mu = FACTS["music"](v, words, phrases) or {}
     facts |= {"gender": sp.get("gender"), "quote": sp.get("quote"), "tempo": mu.get("tempo_word")}
     facts["own_quote"] = sp.get("quote") if not (sp.get("several") or sp.get("unowned")) else None
+    # who speaks, where the voices are surely these ("A man", "A man and a woman"); a gendered voice among an
+    # unknown number is one of them ("male"), not who speaks: "Who is speaking?" answered "Words spoken by a male
+    # speaker" left out the woman heard first, and 'Speech: "I'm sorry"' named no one (fresh19's blind check)
+    facts["speaker"] = sp.get("who") if sp.get("key") in ("male", "female", "man_woman") else None
+    facts["speaker_plural"] = sp.get("plural")
+    facts["voice_gender"] = sp.get("gender") if sp.get("key") in ("male_voice", "female_voice") else None
     events = (FACTS["sound"](v, words, phrases) or {}).get("events") or []
     facts["event"] = events[0] if events else None
     facts["next_event"] = events[1] if len(events) > 1 else None
@@ -106,7 +112,8 @@ def rule_qa(ev: ClipEvidence, s: Synth, n: int = 5) -> Outcome:
             answer = " ".join(_env.from_string(c["answer"]).render(**facts).split())
             if not _true(s, ev, answer, category in INFERENCE):
                 continue
-            questions = [q for q in c["question"] if q.lower() not in asked and _fair(s, ev, q)]
+            phrasings = [" ".join(_env.from_string(q).render(**facts).split()) for q in c["question"]]
+            questions = [q for q in phrasings if q.lower() not in asked and _fair(s, ev, q)]
             try:
                 pair = QAItem(question=rng.choice(questions), answer=answer, confidence=1.0) if questions else None
             except ValueError:
