@@ -241,6 +241,12 @@ def main() -> None:
             ok = sum(r[1] <= 0.2 for r in got)
             print(f"| {low:.2f}–{min(upper, 1.0):.2f} | {len(got)} | {ok} | {ok / len(got) if got else 0:.2f} |")
             upper = low
+        top = [r for r in rows_p if r[0] >= PHRASE_BINS[0]]
+        print("\n| top band (least ≥ 0.95), words | phrases | right | share |\n|---|---|---|---|")
+        for name, keep in (("1–2", lambda n: n <= 2), ("3 or more", lambda n: n > 2)):
+            got = [r for r in top if keep(len(words(r[2])))]
+            ok = sum(r[1] <= 0.2 for r in got)
+            print(f"| {name} | {len(got)} | {ok} | {ok / len(got) if got else 0:.2f} |")
     if a.errors:
         for fact, errs in sorted(t.errors.items()):
             print(f"\n{fact}:\n  " + "\n  ".join(errs))

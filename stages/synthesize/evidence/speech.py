@@ -52,6 +52,13 @@ NOT_A_WORD_CONFIDENCE = 0.35
 # "It's because I can live red." for "lip read"), so it states 0.91.
 QUOTE_CALIBRATION = ((0.95, 0.91), (0.8, 0.77), (0.6, 0.6), (0.0, 0.35))
 
+# Of those, the phrases of one or two words are surer words but no surer quotes: at the top band on the check builds
+# fresh13-20 (2026-11-29, `devset_truth.py DIR --phrases`, its table by length) 26 of 35 were right, against 53 of
+# 55 of three words or more. The wrong ones are short lines misheard whole: "it's you" for "Take it, it's yours" on
+# five clips of four builds (blind checks of fresh16 and fresh20), "Yoni" for "Johnny, honey", "my stuff?" for "what
+# do I know, master". Such a whole phrase states its measured 0.74, below every quote's bar.
+SHORT_PHRASE_WORDS, SHORT_PHRASE_CONFIDENCE = 2, 0.74
+
 
 # P(a voice's gender is right | the pitch group's median F0), the embedded pitch heuristic (`experts.speakers`),
 # measured on the pitch groups of five 48-clip real-audio builds (devbench, checkbench, review, fresh, fresh2;
@@ -218,6 +225,8 @@ def _quotes(f: Facts, asr: Any, check: Any) -> None:
             subject = f"{piece[0].start_s:.1f}-{piece[-1].end_s:.1f}"
             calibrated = next(p for bound, p in QUOTE_CALIBRATION if least >= bound)
             conf = calibrated if run is None else RUN_CONFIDENCE if run else min(PIECE_CONFIDENCE, calibrated)
+            if run is None and len(piece) <= SHORT_PHRASE_WORDS:
+                conf = min(conf, SHORT_PHRASE_CONFIDENCE)
             conf *= 1.0 - hallucination
             last = i == len(cut) - 1 and j == len(parts) - 1
             if last and text[-1:] not in PHRASE_END:  # the clip's end may have cut it short
