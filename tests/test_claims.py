@@ -1005,6 +1005,21 @@ def test_an_answer_to_what_is_heard_names_every_content_the_evidence_is_sure_of(
     assert "leaves out" not in (why["sm:i:3"] or "")  # the piano names the music
 
 
+def test_a_question_that_asks_how_the_clip_sounds_needs_an_answer_that_says_it():
+    """fresh21's blind check: "What is heard in this audio, and how does it sound?" answered "One or more distinct
+    sound events" and 'A man and a woman speak, one of them saying "man"': what is heard, not how it sounds."""
+    from earmark.stages.filter.audit import whole_answer
+
+    ev = evidence_of("h", "00A", {"levels.lufs": -12.0}, duration_s=10.0)
+    q = "What is heard in this audio, and how does it sound?"
+    assert "leaves out how it sounds" in (whole_answer(q, "One or more distinct sound events.", ev) or "")
+    assert whole_answer(q, "One or more distinct sound events, at a loud level.", ev) is None
+    assert whole_answer("What is heard in this clip?", "One or more distinct sound events.", ev) is None
+    json_q = "What is mainly heard in this clip, and what is the recording like?"
+    assert "leaves out how it sounds" in (whole_answer(json_q, "Sound effects.", ev) or "")
+    assert whole_answer(json_q, "Sound effects. Recorded, loud level, full-range.", ev) is None
+
+
 def test_a_question_for_everything_heard_of_a_silent_clip_is_answered_with_its_silence():
     """fresh17's blind check: "What is heard in this audio, and how does it sound?" of a silent clip answered "FULL-RANGE
     SOUND AT A QUIET LEVEL": the recording, not what is heard. Such a question of a silent clip needs its silence."""

@@ -283,7 +283,7 @@ def test_what_the_sound_events_are_like_is_asked_only_where_one_is_named():
     """fresh15's blind check: "Which other sounds are heard?" answered "One or more distinct sound events" beside a
     bird no class named. A question about which sounds are heard, or what they are like, is asked only where an
     event is named; without one, the rule writer asks whether sound events are heard."""
-    like = ("sound events like", "other sounds in the clip sound", "which other sounds", "what sound source")
+    like = ("one of the sound events", "one sound event", "which other sounds", "what sound source")
     unnamed, named = [], []
     for i in range(40):
         cid = f"{i:020d}"

@@ -148,8 +148,8 @@ def whole_answer(question: str, answer: str, ev: ClipEvidence) -> str | None:
     missing = left_out(question, answer, ev)
     if not missing:
         return None
-    words = " and ".join(m.replace("_", " ") for m in missing)
-    return f"answer: leaves out the {words} the question asks for (the evidence is sure of it)"
+    words = " and ".join(m if m == "how it sounds" else f"the {m.replace('_', ' ')}" for m in missing)
+    return f"answer: leaves out {words} the question asks for (the evidence is sure of it)"
 
 
 def audit_items(

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from earmark.schemas.evidence import ClipEvidence
+from earmark.stages.facts.bands import RECORDING
 from earmark.stages.filter.extract import SPECIFIC, ExtractedClaim, extract, negated_items
 from earmark.stages.filter.judge import CONTRADICTED, SUPPORTED, UNSUPPORTED, Judgement, event_spans, judge
 
@@ -68,15 +69,26 @@ _NAMES_CONTENT = {
     "sound_events": {"event"},
 }
 _PRESENCE = {"speech": "speech", "music": "music", "sound_events": "sound"}
+# A question that also asks how the clip sounds or was recorded ("What is heard in this audio, and how does it
+# sound?") needs an answer that says it: "One or more distinct sound events" and 'A man and a woman speak, one of
+# them saying "man"' left it out (fresh21's blind check). The claim types that say how a recording sounds:
+_HOW = re.compile(
+    r"\bhow\s+(?:does|do|did)\s+(?:it|this|the\s+(?:clip|audio|recording))\s+sound\b|"
+    r"\bhow\s+(?:was|is)\s+(?:it|this|the\s+(?:clip|audio))\s+recorded\b|\bwhat\s+is\s+the\s+recording\s+like\b",
+    re.I,
+)
+_SAYS_HOW = {*RECORDING, "descriptor", "clipping", "quality", "silence"}
 
 
 def left_out(question: str, answer: str, ev: ClipEvidence) -> list[str]:
     """The contents (speech, music, sound_events) the evidence is sure are present that `answer` does not name, or
     "silence" where nothing is heard (a silent clip, or every content surely absent) and `answer` neither says so nor
-    denies a content, where `question` asks for everything heard; [] for any other question."""
-    if not _WHOLE.match(question):
-        return []
+    denies a content, where `question` asks for everything heard; "how it sounds" where `question` asks that too
+    (`_HOW`) and `answer` says nothing of the recording; [] for any other question."""
     claims = extract(answer)
+    how = ["how it sounds"] if _HOW.search(question) and not {c.type for c in claims} & _SAYS_HOW else []
+    if not _WHOLE.match(question):
+        return how
     named = {c.value for c in claims if c.type == "presence"}
     types = {c.type for c in claims}
     out = [
@@ -89,7 +101,7 @@ def left_out(question: str, answer: str, ev: ClipEvidence) -> list[str]:
     empty = ev.text("content.silent") == "silent" or all(ev.text(f"content.{c}") == "absent" for c in _PRESENCE)
     if empty and not any(ev.present(c) for c in _PRESENCE) and not types & {"silence", "absence"}:
         out.append("silence")
-    return out
+    return out + how
 
 
 # A yes/no question ("Is there any music?", "Does anyone speak?") or a degree question ("How loud is it?") asks
