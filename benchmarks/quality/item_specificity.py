@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 
 from earmark.core.config import EvidenceSection
-from earmark.schemas.evidence import ClipEvidence
+from earmark.schemas import ClipEvidence, from_table
 from earmark.stages.facts import bands
 from earmark.stages.filter.claims import SUPPORTED, UNSUPPORTED
 from earmark.stages.publish import kept_items
@@ -88,10 +88,8 @@ def main() -> None:
     cat = Catalog(args.dataset_dir.parent, args.dataset_dir.name)
     v = args.version or cat.latest_version()
     thr = EvidenceSection().min_confidence
-    evidence = {}
-    for (row,) in cat.query(f"SELECT to_json(e) FROM {v}.evidence e"):
-        ev = ClipEvidence.model_validate_json(row)
-        evidence[ev.clip_id] = ev
+    shards = cat.version_shards(v)["evidence"]
+    evidence = {e.clip_id: e for e in from_table(ClipEvidence, cat.read("evidence", shards))}  # as specificity.py
     tally: dict[str, Counter[str]] = {}
     by_text: dict[str, str] = {}
     for table, kind in ITEM_TYPES.items():
